@@ -1,0 +1,87 @@
+"""Plain data passed between the analysis stages and out to callers (all coordinates in original-image pixels)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Pose:
+    """Head angles in degrees. yaw > 0: the person turns toward the image's left (their right);
+    pitch > 0: chin up; roll > 0: head tilted clockwise in the image."""
+
+    yaw: float
+    pitch: float
+    roll: float
+
+    def to_dict(self) -> dict[str, float]:
+        return {"yaw": round(self.yaw, 2), "pitch": round(self.pitch, 2), "roll": round(self.roll, 2)}
+
+
+@dataclass(frozen=True)
+class QualityIssue:
+    code: str
+    message: str
+    hint: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Face:
+    """One detected face. ``keypoints`` are 5 points ordered as the ArcFace template: image-left eye,
+    image-right eye, nose tip, image-left mouth corner, image-right mouth corner."""
+
+    box: np.ndarray  # (4,) x, y, w, h
+    score: float
+    keypoints: np.ndarray  # (5, 2)
+    landmarks: np.ndarray | None = None  # (468, 3): x, y in image pixels, z in the same scale
+    pose: Pose | None = None
+    sharpness: float | None = None
+    issues: list[QualityIssue] = field(default_factory=list)
+
+    @property
+    def accepted(self) -> bool:
+        return not self.issues
+
+    @property
+    def area(self) -> float:
+        return float(self.box[2] * self.box[3])
+
+    def to_dict(self, with_landmarks: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "box": [round(float(v), 1) for v in self.box],
+            "score": round(self.score, 4),
+            "keypoints": np.round(self.keypoints, 1).tolist(),
+            "pose": self.pose.to_dict() if self.pose else None,
+            "sharpness": None if self.sharpness is None else round(self.sharpness, 1),
+            "quality": {
+                "accepted": self.accepted,
+                "issues": [{"code": i.code, "message": i.message, "hint": i.hint, "details": i.details}
+                           for i in self.issues],
+            },
+        }
+        if with_landmarks and self.landmarks is not None:
+            out["landmarks"] = np.round(self.landmarks, 1).tolist()
+        return out
+
+
+@dataclass
+class ImageAnalysis:
+    """Faces of one image, ordered left to right; ``rotation`` is the clockwise turn (0/90/180/270) at which
+    the detector found them (coordinates are nevertheless given in the original image)."""
+
+    image: np.ndarray
+    faces: list[Face]
+    rotation: int = 0
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self, with_landmarks: bool = True) -> dict[str, Any]:
+        return {
+            "faces": [f.to_dict(with_landmarks) for f in self.faces],
+            "rotation": self.rotation,
+            "image_size": [int(self.image.shape[1]), int(self.image.shape[0])],
+            "timings_ms": {k: round(v, 2) for k, v in self.timings_ms.items()},
+        }

@@ -1,0 +1,77 @@
+"""Typed, frozen configuration objects passed explicitly into every stage (no module-level settings)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from platformdirs import user_cache_dir
+
+
+def default_home() -> Path:
+    """Model cache root: ``FACEFUSE_HOME`` if set, else the per-user cache dir."""
+    return Path(os.environ.get("FACEFUSE_HOME") or user_cache_dir("facefuse"))
+
+
+def default_mirror() -> Path | None:
+    mirror = os.environ.get("FACEFUSE_MODEL_MIRROR")
+    return Path(mirror) if mirror else None
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """Where models are cached, where a local mirror is, and whether the network may be used."""
+
+    home: Path = field(default_factory=default_home)
+    mirror: Path | None = field(default_factory=default_mirror)
+    offline: bool = field(default_factory=lambda: os.environ.get("FACEFUSE_OFFLINE", "") not in ("", "0"))
+    download_timeout_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """How ONNX Runtime sessions are made.
+
+    ``providers`` of ``None`` means the preferred order filtered by what the installed onnxruntime offers.
+    ``intra_op_threads`` of 0 lets the runtime divide the cores by ``concurrency`` so that several requests
+    running at once do not oversubscribe the CPU.
+    """
+
+    providers: tuple[str, ...] | None = None
+    intra_op_threads: int = 0
+    concurrency: int = 1
+    device_id: int = 0
+    gpu_mem_limit_mb: int = 0
+    trt_workspace_mb: int = 256
+    trt_fp16: bool = True
+    trt_cache_dir: Path | None = None
+
+
+@dataclass(frozen=True)
+class ImageLimits:
+    """Checked from the header, before any pixel is decoded (decompression bombs)."""
+
+    max_bytes: int = 20 * 1024 * 1024
+    max_pixels: int = 40_000_000
+    min_side: int = 16
+
+
+@dataclass(frozen=True)
+class QualityConfig:
+    """Thresholds of the quality gate; every one is a public knob."""
+
+    min_score: float = 0.7
+    min_face_px: int = 40
+    max_yaw: float = 45.0
+    max_pitch: float = 30.0
+    min_sharpness: float = 12.0
+
+
+@dataclass(frozen=True)
+class AnalysisConfig:
+    detector: str = "blazeface"
+    try_rotations: bool = True
+    detect_threshold: float = 0.5
+    quality: QualityConfig = field(default_factory=QualityConfig)
+    limits: ImageLimits = field(default_factory=ImageLimits)

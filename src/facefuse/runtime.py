@@ -1,0 +1,140 @@
+"""The only place that creates ONNX Runtime sessions.
+
+Why one place: provider choice, provider options, thread counts and graph optimisation must agree across the
+library, the CLI and the service, and a model must be loaded once per process however many requests use it.
+ONNX Runtime's ``InferenceSession.run`` is thread-safe, so one cached session serves every worker thread.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import onnxruntime as ort
+
+from .config import RuntimeConfig
+
+PROVIDER_PREFERENCE: tuple[str, ...] = (
+    "TensorrtExecutionProvider",
+    "CUDAExecutionProvider",
+    "DmlExecutionProvider",
+    "ROCMExecutionProvider",
+    "OpenVINOExecutionProvider",
+    "CoreMLExecutionProvider",
+    "CPUExecutionProvider",
+)
+
+_SHORT_NAMES = {
+    "tensorrt": "TensorrtExecutionProvider",
+    "trt": "TensorrtExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+    "directml": "DmlExecutionProvider",
+    "dml": "DmlExecutionProvider",
+    "rocm": "ROCMExecutionProvider",
+    "openvino": "OpenVINOExecutionProvider",
+    "coreml": "CoreMLExecutionProvider",
+    "cpu": "CPUExecutionProvider",
+}
+
+
+def canonical_provider(name: str) -> str:
+    """Accept ``cuda`` as well as ``CUDAExecutionProvider`` on the command line."""
+    return _SHORT_NAMES.get(name.strip().lower(), name.strip())
+
+
+def choose_providers(requested: tuple[str, ...] | None, available: list[str]) -> list[str]:
+    """Requested providers (or the preference order) that this onnxruntime build offers; CPU always last.
+
+    An explicit request for a provider that is not installed is dropped rather than failing, because the same
+    command line must run on a laptop and on a GPU box; the caller can read the chosen list back from the session.
+    """
+    wanted = [canonical_provider(p) for p in requested] if requested else list(PROVIDER_PREFERENCE)
+    chosen = [p for p in wanted if p in available and p != "CPUExecutionProvider"]
+    return chosen + ["CPUExecutionProvider"]
+
+
+def provider_options(provider: str, config: RuntimeConfig) -> dict[str, Any]:
+    """Options for one provider, sized for 4–6 GB cards by default."""
+    if provider == "TensorrtExecutionProvider":
+        cache = str(config.trt_cache_dir) if config.trt_cache_dir else ""
+        options: dict[str, Any] = {
+            "device_id": config.device_id,
+            "trt_max_workspace_size": config.trt_workspace_mb * 1024 * 1024,
+            "trt_fp16_enable": config.trt_fp16,
+            "trt_engine_cache_enable": bool(cache),
+            "trt_timing_cache_enable": bool(cache),
+        }
+        if cache:
+            options["trt_engine_cache_path"] = cache
+            options["trt_timing_cache_path"] = cache
+        return options
+    if provider == "CUDAExecutionProvider":
+        options = {
+            "device_id": config.device_id,
+            "arena_extend_strategy": "kSameAsRequested",
+            "cudnn_conv_algo_search": "HEURISTIC",
+            "do_copy_in_default_stream": True,
+        }
+        if config.gpu_mem_limit_mb:
+            options["gpu_mem_limit"] = config.gpu_mem_limit_mb * 1024 * 1024
+        return options
+    if provider in ("DmlExecutionProvider", "ROCMExecutionProvider"):
+        return {"device_id": config.device_id}
+    return {}
+
+
+def intra_op_threads(config: RuntimeConfig, cores: int | None = None) -> int:
+    """Threads per session: all cores for one caller, cores split evenly when ``concurrency`` calls run at once."""
+    if config.intra_op_threads > 0:
+        return config.intra_op_threads
+    cores = cores or os.cpu_count() or 1
+    return max(1, cores // max(1, config.concurrency))
+
+
+def session_options(config: RuntimeConfig) -> ort.SessionOptions:
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = intra_op_threads(config)
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.log_severity_level = 3
+    return options
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    path: Path
+    providers: list[str]
+
+
+class Runtime:
+    """Creates and caches sessions: one per (model file, provider list) for the lifetime of this object."""
+
+    def __init__(self, config: RuntimeConfig | None = None) -> None:
+        self.config = config or RuntimeConfig()
+        self._sessions: dict[tuple[str, tuple[str, ...]], ort.InferenceSession] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def providers(self) -> list[str]:
+        return choose_providers(self.config.providers, ort.get_available_providers())
+
+    def session(self, model_path: Path | str, providers: list[str] | None = None) -> ort.InferenceSession:
+        chosen = tuple(providers or self.providers)
+        key = (str(Path(model_path).resolve()), chosen)
+        with self._lock:
+            cached = self._sessions.get(key)
+            if cached is None:
+                cached = ort.InferenceSession(
+                    str(model_path),
+                    sess_options=session_options(self.config),
+                    providers=[(p, provider_options(p, self.config)) for p in chosen],
+                )
+                self._sessions[key] = cached
+            return cached
+
+    def loaded(self) -> list[SessionInfo]:
+        return [SessionInfo(Path(path), list(providers)) for path, providers in self._sessions]
