@@ -1,0 +1,131 @@
+"""The default engine: geometric fusion on the 468-point mesh, fully offline and a few ms on a CPU.
+
+In an aligned crop of the target face it builds a destination geometry — face contour moved toward the source's by
+``profile_degree``, features moved by ``feature_degree`` — then warps both photos onto it:
+- the target (its own skin, hair and background) so the jaw line and cheeks move consistently with the new
+  contour and no double contour can appear; a ring of fixed points around the face fades the warp out;
+- the source, whose appearance then replaces the target's inside the face by ``feature_degree``.
+Pose and expression stay the target's: the source's 3-D mesh is first turned into the target's head pose, and the
+eyes and lips only take the source's position and width, never its opening (eye interiors and the mouth interior
+are kept from the target by the ``keep_target`` mask).
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from ..analysis.pose import face_axes
+from ..analysis.quality import ARCFACE_112
+from ..analysis.types import Face
+from ..geometry import align, mesh
+from ..geometry.regions import (EXPRESSION_GROUPS, FACE_OVAL, LEFT_EYE, LIPS_INNER, LIPS_OUTER, RIGHT_EYE, feather,
+                                polygon_mask, shrink)
+from .engine import FusionOptions, RenderedFace, SourceFace
+
+CROP_FACE_SCALE = 0.55  # the ArcFace template shrunk so the whole head and its surroundings fit in the crop
+RING_SCALE = 1.45  # fixed ring around the face oval where the geometric warp fades to nothing
+BORDER_POINTS = 5  # fixed points per crop side
+MAP_STEP = 2  # remap tables are computed at half resolution (see geometry.mesh.remap_tables)
+
+
+def crop_template(size: int) -> np.ndarray:
+    return (ARCFACE_112 - 56.0) * (size / 112.0) * CROP_FACE_SCALE + size / 2.0
+
+
+def reposed_shape(source_mesh: np.ndarray, target_mesh: np.ndarray) -> np.ndarray:
+    """The source's 3-D face shape turned into the target's head pose (then only its 2-D projection is used).
+
+    Without this, a source photographed turned 20° would lend its *pose* to the target along with its shape.
+    """
+    centred = source_mesh - source_mesh.mean(0)
+    canonical = centred @ face_axes(source_mesh)
+    return canonical @ face_axes(target_mesh).T + target_mesh.mean(0)
+
+
+def border_points(size: int) -> np.ndarray:
+    edge = np.linspace(0, size - 1, BORDER_POINTS)
+    last = float(size - 1)
+    return np.concatenate([np.column_stack([edge, np.zeros_like(edge)]), np.column_stack([edge, np.full_like(edge, last)]),
+                           np.column_stack([np.zeros_like(edge[1:-1]), edge[1:-1]]),
+                           np.column_stack([np.full_like(edge[1:-1], last), edge[1:-1]])])
+
+
+def destination_geometry(target: np.ndarray, source_shape: np.ndarray, profile: float, feature: float) -> np.ndarray:
+    """Target mesh points moved toward the source shape: contour by ``profile``, the rest by ``feature``;
+    eyes and lips move and widen with the source but keep the target's opening (expression)."""
+    dest = target + feature * (source_shape - target)
+    dest[FACE_OVAL] = target[FACE_OVAL] + profile * (source_shape[FACE_OVAL] - target[FACE_OVAL])
+    for group in EXPRESSION_GROUPS:
+        t, s = target[group], source_shape[group]
+        t_centre, s_centre = t.mean(0), s.mean(0)
+        width_ratio = np.ptp(s[:, 0]) / max(np.ptp(t[:, 0]), 1e-6)
+        scale = np.array([1.0 + feature * (width_ratio - 1.0), 1.0])
+        dest[group] = t_centre + feature * (s_centre - t_centre) + (t - t_centre) * scale
+    return dest
+
+
+def close_mouth(crop: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """The source crop with its mouth interior painted in lip colour.
+
+    FaceMesh's inner-lip contour runs inside the teeth of a wide smile, so an open source mouth would leave teeth
+    on the target's lips once squeezed into a closed target mouth; the target's own interior is kept anyway.
+    """
+    size = crop.shape[0]
+    inner = polygon_mask(points[LIPS_INNER], size)
+    lips = polygon_mask(points[LIPS_OUTER], size) * (1.0 - inner)
+    if inner.sum() < 4 or lips.sum() < 4:
+        return crop
+    colour = np.median(crop[lips > 0.5], axis=0)
+    grown = feather(cv2.dilate(inner, np.ones((5, 5), np.uint8)), 2.0)[..., None]
+    return (crop * (1.0 - grown) + colour * grown + 0.5).astype(np.uint8)
+
+
+class MeshFusionEngine:
+    name = "mesh"
+
+    def prepare_source(self, image: np.ndarray, face: Face) -> SourceFace:
+        assert face.landmarks is not None, "the analyzer gives every accepted face a mesh"
+        return SourceFace(face, {"image": image, "mesh": face.landmarks})
+
+    def render(self, source: SourceFace, target_image: np.ndarray, target_face: Face,
+               options: FusionOptions) -> RenderedFace:
+        assert target_face.landmarks is not None
+        size = options.crop_size
+        profile, feature = options.profile_degree / 100.0, options.feature_degree / 100.0
+        to_crop = align.similarity(target_face.keypoints, crop_template(size))
+        target_crop = align.aligned_crop(target_image, to_crop, size)
+        target_pts = align.apply(to_crop, target_face.landmarks)[:, :2]
+
+        source_mesh = source.payload["mesh"]
+        shape = reposed_shape(source_mesh, target_face.landmarks)[:, :2]
+        shape = align.apply(align.similarity(shape, target_pts), shape)
+        source_to_crop = align.similarity(source_mesh[:, :2], target_pts)
+        source_crop = align.aligned_crop(source.payload["image"], source_to_crop, size)
+        source_pts = align.apply(source_to_crop, source_mesh)[:, :2]
+        source_crop = close_mouth(source_crop, source_pts)
+
+        dest = destination_geometry(target_pts, shape, profile, feature)
+        ring_t = shrink(target_pts[FACE_OVAL], RING_SCALE)
+        ring_s = shrink(source_pts[FACE_OVAL], RING_SCALE)
+        fixed = border_points(size)
+        dst_all = np.concatenate([dest, ring_t, fixed])
+        triangles = mesh.triangulate(dst_all)
+        ids = mesh.rasterize(dst_all, triangles, (size, size), MAP_STEP)
+        warped_target = mesh.warp(target_crop, *mesh.remap_tables(
+            ids, np.concatenate([target_pts, ring_t, fixed]), dst_all, triangles, MAP_STEP))
+        warped_source = mesh.warp(source_crop, *mesh.remap_tables(
+            ids, np.concatenate([source_pts, ring_s, fixed]), dst_all, triangles, MAP_STEP))
+
+        edge = size / 40.0
+        face_mask = feather(polygon_mask(shrink(dest[FACE_OVAL], 0.95), size), edge)
+        keep = np.maximum.reduce([polygon_mask(dest[group], size) for group in (LIPS_INNER, LEFT_EYE, RIGHT_EYE)])
+        region = feather(polygon_mask(shrink(dest[FACE_OVAL], (1 + RING_SCALE) / 2), size), edge * 2)
+        return RenderedFace(
+            crop=warped_source,
+            target_crop=warped_target,
+            mask=face_mask * feature,
+            matrix=to_crop,
+            keep_target=feather(keep, edge / 4),
+            region=np.maximum(region, face_mask),
+        )

@@ -1,0 +1,40 @@
+"""Named FaceMesh vertex groups (MediaPipe's published contour lists) and the masks drawn from them."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+FACE_OVAL = np.array([10, 338, 297, 332, 284, 251, 389, 356, 454, 323, 361, 288, 397, 365, 379, 378, 400, 377, 152,
+                      148, 176, 149, 150, 136, 172, 58, 132, 93, 234, 127, 162, 21, 54, 103, 67, 109])
+LIPS_OUTER = np.array([61, 146, 91, 181, 84, 17, 314, 405, 321, 375, 291, 409, 270, 269, 267, 0, 37, 39, 40, 185])
+LIPS_INNER = np.array([78, 95, 88, 178, 87, 14, 317, 402, 318, 324, 308, 415, 310, 311, 312, 13, 82, 81, 80, 191])
+RIGHT_EYE = np.array([33, 7, 163, 144, 145, 153, 154, 155, 133, 173, 157, 158, 159, 160, 161, 246])
+LEFT_EYE = np.array([263, 249, 390, 373, 374, 380, 381, 382, 362, 398, 384, 385, 386, 387, 388, 466])
+RIGHT_BROW = np.array([46, 53, 52, 65, 55, 70, 63, 105, 66, 107])
+LEFT_BROW = np.array([276, 283, 282, 295, 285, 300, 293, 334, 296, 336])
+
+# Groups whose opening is expression (kept from the target); their position and width are identity.
+EXPRESSION_GROUPS = (RIGHT_EYE, LEFT_EYE, np.union1d(LIPS_OUTER, LIPS_INNER))
+
+
+def polygon_mask(points: np.ndarray, size: int) -> np.ndarray:
+    """Filled polygon (float32 0/1) of ``points`` given in crop pixels, rasterised with sub-pixel precision."""
+    mask = np.zeros((size, size), np.uint8)
+    cv2.fillPoly(mask, [np.round(points[:, :2] * 16).astype(np.int32)], 255, lineType=cv2.LINE_AA, shift=4)
+    return mask.astype(np.float32) / 255.0
+
+
+def feather(mask: np.ndarray, radius: float) -> np.ndarray:
+    """Soft edge of about ``radius`` pixels, used for every blend so no seam is a hard line (stack blur: a
+    Gaussian look-alike whose cost does not grow with the radius)."""
+    if radius <= 0:
+        return mask
+    k = int(radius * 2) | 1
+    return cv2.stackBlur(mask, (k, k))
+
+
+def shrink(points: np.ndarray, factor: float, centre: np.ndarray | None = None) -> np.ndarray:
+    """Points pulled toward ``centre`` (default: their mean) by ``factor`` (< 1 shrinks, > 1 grows)."""
+    centre = points[:, :2].mean(0) if centre is None else centre
+    return centre + (points[:, :2] - centre) * factor

@@ -1,0 +1,150 @@
+"""The one pipeline: decode → detect → landmarks → quality gate → align → fuse (engine) → blend → label → encode.
+
+:class:`Fuser` owns the loaded models (one session per model, created on first use) and is what the library, the
+CLI and the service all call; none of them has logic of its own beyond parsing and printing.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .analysis.analyzer import FaceAnalyzer
+from .analysis.select import select_faces
+from .analysis.types import Face, ImageAnalysis
+from .config import AnalysisConfig, RuntimeConfig, StoreConfig
+from .errors import ErrorCode, FacefuseError
+from .fusion.blend import compose
+from .fusion.engine import FusionEngine, FusionOptions
+from .fusion.engines import make_engine
+from .imageio import ImageInput, add_visible_mark, decode_image, encode_image
+from .models import ModelStore
+from .runtime import Runtime
+
+
+@dataclass(frozen=True)
+class FuserConfig:
+    store: StoreConfig = field(default_factory=StoreConfig)
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
+
+
+@dataclass
+class FusionResult:
+    image: np.ndarray
+    faces: list[dict[str, Any]]
+    timings_ms: dict[str, float]
+    warnings: list[str] = field(default_factory=list)
+
+    def encode(self, fmt: str = "png", quality: int = 92) -> bytes:
+        """Encoded bytes with the AI-generated metadata label."""
+        return encode_image(self.image, fmt, quality)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"faces": self.faces, "timings_ms": {k: round(v, 2) for k, v in self.timings_ms.items()},
+                "warnings": self.warnings}
+
+
+def validate_options(options: FusionOptions) -> None:
+    for name in ("profile_degree", "feature_degree"):
+        value = getattr(options, name)
+        if not (0 <= value <= 100):
+            raise FacefuseError(ErrorCode.INVALID_OPTION, f"{name} must be between 0 and 100, got {value}",
+                                f"pass {name} as a number from 0 (target unchanged) to 100 (full source)",
+                                {"option": name, "value": value})
+    if not (128 <= options.crop_size <= 1024):
+        raise FacefuseError(ErrorCode.INVALID_OPTION, f"crop_size must be 128–1024, got {options.crop_size}",
+                            "the default 512 suits most photos", {"option": "crop_size"})
+
+
+class Stopwatch:
+    """Per-stage wall-clock timings in milliseconds."""
+
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+        self._start = time.perf_counter()
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.timings[stage] = self.timings.get(stage, 0.0) + (now - self._start) * 1000
+        self._start = now
+
+
+class Fuser:
+    """Loaded models plus the pipeline; thread-safe, meant to be created once and reused."""
+
+    def __init__(self, config: FuserConfig | None = None) -> None:
+        self.config = config or FuserConfig()
+        self.store = ModelStore(self.config.store)
+        self.runtime = Runtime(self.config.runtime)
+        self.analyzer = FaceAnalyzer(self.store, self.runtime, self.config.analysis)
+        self._engines: dict[str, FusionEngine] = {}
+        self._lock = threading.Lock()
+
+    def engine(self, name: str) -> FusionEngine:
+        with self._lock:
+            if name not in self._engines:
+                self._engines[name] = make_engine(name, self.store, self.runtime)
+            return self._engines[name]
+
+    def analyze(self, image: ImageInput, role: str = "image") -> ImageAnalysis:
+        """Decode and analyse one photo; errors name ``role`` ("source"/"target") when it is not "image"."""
+        start = time.perf_counter()
+        try:
+            pixels = decode_image(image, self.config.analysis.limits).pixels
+        except FacefuseError as exc:
+            raise exc if role == "image" else exc.about(role) from None
+        decode_ms = (time.perf_counter() - start) * 1000
+        analysis = self.analyzer.analyze(pixels)
+        analysis.timings_ms = {"decode": decode_ms, **analysis.timings_ms}
+        return analysis
+
+    def fuse(self, source: ImageInput, target: ImageInput, options: FusionOptions | None = None) -> FusionResult:
+        options = options or FusionOptions()
+        validate_options(options)
+        engine = self.engine(options.engine)
+        watch = Stopwatch()
+        source_analysis = self.analyze(source, "source")
+        watch.lap("analyze_source")
+        target_analysis = self.analyze(target, "target")
+        watch.lap("analyze_target")
+        source_face = _chosen(source_analysis, options.source_face, "source", allow_all=False)[0]
+        target_faces = _chosen(target_analysis, options.target_face, "target", allow_all=True)
+        prepared = engine.prepare_source(source_analysis.image, source_face)
+        watch.lap("prepare_source")
+        image = target_analysis.image
+        if options.profile_degree == 0 and options.feature_degree == 0:
+            faces_out = [_face_report(f, target_analysis) for f in target_faces]
+        else:
+            faces_out = []
+            for face in target_faces:
+                rendered = engine.render(prepared, image, face, options)
+                watch.lap("render")
+                image = compose(image, rendered, options)
+                watch.lap("blend")
+                faces_out.append(_face_report(face, target_analysis))
+        if options.visible_label:
+            image = add_visible_mark(image)
+        watch.lap("label")
+        warnings = [f"skipped target face at {np.round(f.box).astype(int).tolist()}: {f.issues[0].message}"
+                    for f in target_analysis.faces if f.issues and options.target_face == "all"]
+        timings = {**{f"source_{k}": v for k, v in source_analysis.timings_ms.items()},
+                   **{f"target_{k}": v for k, v in target_analysis.timings_ms.items()}, **watch.timings}
+        timings["total"] = sum(watch.timings.values())
+        return FusionResult(image, faces_out, timings, warnings)
+
+
+def _chosen(analysis: ImageAnalysis, choice: str | int, role: str, *, allow_all: bool) -> list[Face]:
+    try:
+        return select_faces(analysis, choice, allow_all=allow_all)
+    except FacefuseError as exc:
+        raise exc.about(role) from None
+
+
+def _face_report(face: Face, analysis: ImageAnalysis) -> dict[str, Any]:
+    return {"index": analysis.faces.index(face), "box": [round(float(v), 1) for v in face.box],
+            "score": round(face.score, 4), "pose": face.pose.to_dict() if face.pose else None}
