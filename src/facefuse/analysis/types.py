@@ -29,7 +29,7 @@ class QualityIssue:
     details: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(eq=False)  # a face is an observation: equal only to itself
 class Face:
     """One detected face. ``keypoints`` are 5 points ordered as the ArcFace template: image-left eye,
     image-right eye, nose tip, image-left mouth corner, image-right mouth corner."""

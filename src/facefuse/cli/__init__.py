@@ -13,9 +13,9 @@ import sys
 from typing import Callable, Sequence
 
 from ..errors import ErrorCode, FacefuseError
-from . import detect_cmd, fuse_cmd, models_cmd
+from . import detect_cmd, fuse_cmd, gpu_cmd, models_cmd, optimize_cmd, serve_cmd
 
-COMMAND_MODULES = [detect_cmd, fuse_cmd, models_cmd]
+COMMAND_MODULES = [detect_cmd, fuse_cmd, models_cmd, serve_cmd, optimize_cmd, gpu_cmd]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -64,6 +64,3 @@ def report_error(exc: FacefuseError, as_json: bool) -> None:
     else:
         print(f"error: {exc}", file=sys.stderr)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

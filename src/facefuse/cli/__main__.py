@@ -1,0 +1,7 @@
+"""`python -m facefuse.cli` runs the same command as the `facefuse` script."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

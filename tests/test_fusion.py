@@ -1,0 +1,172 @@
+"""The fusion engine end to end on real photos: geometry kept, pixels outside untouched, identity follows the knob."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from facefuse.errors import ErrorCode, FacefuseError
+from facefuse.fusion.engine import FusionOptions
+from facefuse.fusion.evaluation import IdentityJudge, face_region, openness
+from facefuse.imageio import decode_image, read_label
+
+FULL = dict(profile_degree=100, feature_degree=100, visible_label=False)
+
+
+@pytest.fixture(scope="module")
+def photos(faces_dir: Path) -> dict[str, Path]:
+    fr = faces_dir / "face_recognition"
+    return {
+        "obama": fr / "obama-720p.jpg",
+        "biden": fr / "biden.jpg",
+        "obama_ref": fr / "obama2.jpg",
+        "biden_ref": fr / "knn_examples/train/biden/biden2.jpg",
+        "two": fr / "two_people.jpg",
+        "group": faces_dir / "insightface/samples/t1.jpg",
+        "dogs": faces_dir / "dlib-faces/dogs.jpg",
+    }
+
+
+@pytest.fixture(scope="module")
+def judge(fuser) -> IdentityJudge:
+    return IdentityJudge(fuser.store, fuser.runtime)
+
+
+def _embed_largest(fuser, judge: IdentityJudge, image) -> np.ndarray:
+    analysis = fuser.analyze(image)
+    return judge.embed(analysis.image, max(analysis.faces, key=lambda f: f.area))
+
+
+def test_output_keeps_size_and_leaves_the_rest_of_the_photo_untouched(fuser, photos):
+    target = fuser.analyze(photos["obama"])
+    result = fuser.fuse(photos["biden"], photos["obama"], FusionOptions(**FULL))
+    assert result.image.shape == target.image.shape
+    region = face_region(target.faces[0], target.image.shape)
+    changed = np.any(result.image != target.image, axis=2)
+    assert changed.sum() > 2000, "the face must actually change"
+    assert not np.any(changed & ~region), "pixels outside the dilated face region must be byte-identical"
+
+
+def test_zero_degrees_give_back_the_target(fuser, photos):
+    target = decode_image(photos["obama"]).pixels
+    result = fuser.fuse(photos["biden"], photos["obama"],
+                        FusionOptions(profile_degree=0, feature_degree=0, visible_label=False))
+    assert np.array_equal(result.image, target)
+
+
+def test_identity_moves_toward_the_source_as_feature_degree_rises(fuser, judge, photos):
+    source_ref = _embed_largest(fuser, judge, photos["biden_ref"])
+    target_ref = _embed_largest(fuser, judge, photos["obama_ref"])
+    to_source, to_target = [], []
+    for degree in (0, 25, 50, 75, 100):
+        image = fuser.fuse(photos["biden"], photos["obama"],
+                           FusionOptions(profile_degree=degree, feature_degree=degree, visible_label=False)).image
+        embedding = _embed_largest(fuser, judge, image)
+        to_source.append(float(embedding @ source_ref))
+        to_target.append(float(embedding @ target_ref))
+    assert all(b > a for a, b in zip(to_source, to_source[1:])), to_source
+    assert all(b < a for a, b in zip(to_target, to_target[1:])), to_target
+    assert to_source[-1] - to_source[0] > 0.15 and to_target[0] - to_target[-1] > 0.15, (to_source, to_target)
+
+
+def test_pose_and_expression_stay_the_targets(fuser, photos):
+    target = fuser.analyze(photos["obama"]).faces[0]
+    output = fuser.analyze(fuser.fuse(photos["biden"], photos["obama"], FusionOptions(**FULL)).image).faces[0]
+    assert target.pose is not None and output.pose is not None
+    for angle in ("yaw", "pitch", "roll"):
+        assert abs(getattr(output.pose, angle) - getattr(target.pose, angle)) < 4.0, angle
+    # Obama smiles with his teeth showing and Biden's mouth is closed: the output must keep the open mouth.
+    assert openness(output)["mouth"] > 0.5 * openness(target)["mouth"]
+
+
+@pytest.mark.parametrize("name", ["two", "group"])
+def test_all_faces_of_a_multi_face_target(fuser, photos, name):
+    target = fuser.analyze(photos[name])
+    result = fuser.fuse(photos["biden"], photos[name], FusionOptions(target_face="all", **FULL))
+    accepted = [i for i, f in enumerate(target.faces) if f.accepted]
+    assert len(accepted) >= 2
+    assert sorted(f["index"] for f in result.faces) == accepted
+    changed = np.any(result.image != target.image, axis=2)
+    for index in accepted:
+        assert changed[face_region(target.faces[index], target.image.shape)].any()
+
+
+def test_one_face_by_index_changes_only_that_face(fuser, photos):
+    target = fuser.analyze(photos["two"])
+    result = fuser.fuse(photos["biden"], photos["two"], FusionOptions(target_face=1, **FULL))
+    assert [f["index"] for f in result.faces] == [1]
+    changed = np.any(result.image != target.image, axis=2)
+    assert changed[face_region(target.faces[1], target.image.shape)].any()
+    assert not changed[face_region(target.faces[0], target.image.shape)].any()
+
+
+def test_face_index_out_of_range_is_reported(fuser, photos):
+    with pytest.raises(FacefuseError) as info:
+        fuser.fuse(photos["biden"], photos["two"], FusionOptions(target_face=7))
+    assert info.value.code is ErrorCode.FACE_INDEX_OUT_OF_RANGE
+    assert info.value.details["image"] == "target"
+
+
+@pytest.mark.parametrize("field", ["profile_degree", "feature_degree"])
+@pytest.mark.parametrize("value", [-1, 100.5, 250])
+def test_out_of_range_degrees_are_rejected(fuser, photos, field, value):
+    with pytest.raises(FacefuseError) as info:
+        fuser.fuse(photos["biden"], photos["obama"], FusionOptions(**{field: value}))
+    assert info.value.code is ErrorCode.INVALID_OPTION
+
+
+def test_source_without_a_face_names_the_source(fuser, photos):
+    with pytest.raises(FacefuseError) as info:
+        fuser.fuse(photos["dogs"], photos["obama"])
+    assert info.value.code is ErrorCode.NO_FACE
+    assert info.value.details["image"] == "source"
+    assert "source" in info.value.message
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "facefuse", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_cli_fuse_json_and_labels(photos, tmp_path, model_home, mirror_dir, monkeypatch):
+    monkeypatch.setenv("FACEFUSE_HOME", str(model_home))
+    monkeypatch.setenv("FACEFUSE_MODEL_MIRROR", str(mirror_dir))
+    outputs = {}
+    for suffix, extra in (("png", []), ("jpg", []), ("plain.png", ["--no-visible-label"])):
+        out = tmp_path / f"out.{suffix}"
+        run = _cli("fuse", "--source", str(photos["biden"]), "--target", str(photos["obama"]), "--output", str(out),
+                   "--json", *extra)
+        assert run.returncode == 0, run.stderr
+        report = json.loads(run.stdout)
+        assert report["output"] == str(out)
+        assert report["timings_ms"]["total"] > 0 and len(report["faces"]) == 1
+        label = read_label(out.read_bytes())
+        assert label.get("exif_description", "").startswith("AI-generated")
+        assert "xmp_digital_source_type" in label
+        outputs[suffix] = decode_image(out).pixels
+    assert "png_text" in read_label((tmp_path / "out.png").read_bytes())
+    # Without the visible mark only the bottom-right corner differs.
+    diff = np.any(outputs["png"] != outputs["plain.png"], axis=2)
+    rows, cols = np.nonzero(diff)
+    height, width = diff.shape
+    assert rows.size > 0 and rows.min() > height * 0.8 and cols.min() > width * 0.6
+
+
+def test_cli_errors(photos, tmp_path, model_home, mirror_dir, monkeypatch):
+    monkeypatch.setenv("FACEFUSE_HOME", str(model_home))
+    monkeypatch.setenv("FACEFUSE_MODEL_MIRROR", str(mirror_dir))
+    out = tmp_path / "x.png"
+    no_face = _cli("fuse", "--source", str(photos["dogs"]), "--target", str(photos["obama"]), "--output", str(out),
+                   "--json")
+    assert no_face.returncode == 3
+    error = json.loads(no_face.stdout)["error"]
+    assert error["code"] == "NO_FACE" and "source" in error["message"] and error["hint"]
+    bad_degree = _cli("fuse", "--source", str(photos["biden"]), "--target", str(photos["obama"]), "--output", str(out),
+                      "--feature-degree", "101")
+    assert bad_degree.returncode == 2 and "feature_degree" in bad_degree.stderr
+    assert "Traceback" not in no_face.stderr + bad_degree.stderr
+    assert not out.exists()
