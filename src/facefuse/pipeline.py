@@ -18,7 +18,7 @@ from .analysis.select import select_faces
 from .analysis.types import Face, ImageAnalysis
 from .config import AnalysisConfig, RuntimeConfig, StoreConfig
 from .errors import ErrorCode, FacefuseError
-from .fusion.blend import compose
+from .fusion.blend import BLEND_MODES, compose
 from .fusion.engine import FusionEngine, FusionOptions
 from .fusion.engines import make_engine
 from .imageio import ImageInput, add_visible_mark, decode_image, encode_image
@@ -56,6 +56,9 @@ def validate_options(options: FusionOptions) -> None:
             raise FacefuseError(ErrorCode.INVALID_OPTION, f"{name} must be between 0 and 100, got {value}",
                                 f"pass {name} as a number from 0 (target unchanged) to 100 (full source)",
                                 {"option": name, "value": value})
+    if options.blend not in BLEND_MODES:
+        raise FacefuseError(ErrorCode.INVALID_OPTION, f"unknown blend '{options.blend}'",
+                            f"choose one of: {', '.join(BLEND_MODES)}", {"option": "blend"})
     if not (128 <= options.crop_size <= 1024):
         raise FacefuseError(ErrorCode.INVALID_OPTION, f"crop_size must be 128–1024, got {options.crop_size}",
                             "the default 512 suits most photos", {"option": "crop_size"})

@@ -1,10 +1,11 @@
 """Shared post-processing for every engine: colour and light matching, multi-band blending, sharpening, paste-back.
 
 Choices, by measurement (benchmarks/quality.py, seam metric and timings):
-- Colour: Lab mean/std transfer inside the face, then the target's low-frequency lightness (its shading) replaces
-  the new face's, so a face lit from the left stays lit from the left while the source's features keep their detail.
-- Blending: a Laplacian-pyramid (multi-band) blend; Poisson cloning (cv2.seamlessClone) gave a similar seam score
-  at several times the cost and bleeds the target's colours into the face when the mask touches hair.
+- Colour: histogram matching per channel in Lab inside the face, then the target's low-frequency lightness (its
+  shading) replaces the new face's, so a face lit from the left stays lit from the left while the source's
+  features keep their detail.
+- Blending: a Laplacian-pyramid (multi-band) blend by default; Poisson cloning (cv2.seamlessClone,
+  ``blend="poisson"``) is available and compared in BENCHMARKS.md (seam score, identity and time).
 - Sharpening: a small unsharp mask with the difference clipped, so edges gain crispness without halos.
 - Paste-back: only the bounding box of the changed region is resampled at the photo's own resolution, so a 4K
   photo costs about what a 720p one does and every pixel outside the region is left byte-identical.
@@ -18,46 +19,59 @@ import numpy as np
 from .engine import FusionOptions, RenderedFace
 
 PYRAMID_LEVELS = 5
+BLEND_MODES = ("multiband", "poisson")
 LIGHTING_SIGMA_FRACTION = 1 / 8  # of the crop size: broad shading only, never features such as brows or a beard
 LIGHTING_STRENGTH = 0.7
 
 
-def _masked_stats(lab: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Weighted mean and std per channel, on every 4th pixel: statistics of a face need no more."""
-    lab, weight = lab[::4, ::4], weight[::4, ::4]
-    w = weight[..., None]
-    total = max(float(weight.sum()), 1e-6)
-    mean = (lab * w).sum((0, 1)) / total
-    std = np.sqrt(((lab - mean) ** 2 * w).sum((0, 1)) / total)
-    return mean, np.maximum(std, 1e-3)
-
-
-def _masked_blur(channel: np.ndarray, weight: np.ndarray, sigma: float) -> np.ndarray:
+def _low_pass(channel: np.ndarray, weight: np.ndarray, sigma: float) -> np.ndarray:
     """Blur that only averages pixels inside ``weight``, so background never leaks into the face.
 
-    Stack blur approximates a Gaussian at a cost independent of the radius (20× faster than GaussianBlur here).
+    Computed at 1/8 resolution and scaled back up: only shading wider than ``sigma`` is wanted, and this costs
+    well under a millisecond instead of tens.
     """
-    k = int(sigma * 3) * 2 + 1
-    num = cv2.stackBlur(channel * weight, (k, k))
-    den = cv2.stackBlur(weight, (k, k))
-    return num / np.maximum(den, 1e-4)
+    height, width = channel.shape
+    small = (max(1, width // 8), max(1, height // 8))
+    c = cv2.resize(channel * weight, small, interpolation=cv2.INTER_AREA)
+    w = cv2.resize(weight, small, interpolation=cv2.INTER_AREA)
+    k = int(sigma / 8 * 3) * 2 + 1
+    blurred = cv2.GaussianBlur(c, (k, k), sigma / 8) / np.maximum(cv2.GaussianBlur(w, (k, k), sigma / 8), 1e-4)
+    return cv2.resize(blurred, (width, height), interpolation=cv2.INTER_LINEAR)
+
+
+def _histogram_luts(face_lab: np.ndarray, target_lab: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """Per-channel 256-entry lookup tables mapping the face's Lab histogram inside ``weight`` onto the target's."""
+    inside = weight[::2, ::2] > 0
+    levels = np.arange(256, dtype=np.float64)
+    quantiles = np.linspace(0, 1, 257)
+    luts = []
+    for channel in range(3):
+        face_values = face_lab[::2, ::2, channel][inside]
+        target_values = target_lab[::2, ::2, channel][inside]
+        face_q = np.quantile(face_values, quantiles)
+        target_q = np.quantile(target_values, quantiles)
+        # np.interp needs increasing x: tiny ramps break ties from flat histograms
+        face_q = face_q + np.arange(257) * 1e-6
+        luts.append(np.interp(levels, face_q, target_q))
+    return np.clip(np.stack(luts, axis=1) + 0.5, 0, 255).astype(np.uint8)
 
 
 def match_colour(face: np.ndarray, target: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """The face's colours and lighting moved to the target's inside ``mask`` (both uint8 RGB crops)."""
+    """The face's colours and lighting moved to the target's inside ``mask`` (both uint8 RGB crops).
+
+    Histogram matching per channel in Lab (perceptual: lightness apart from colour) fixes skin tone and contrast,
+    applied as lookup tables on OpenCV's 8-bit Lab; then the target's broad shading replaces the face's.
+    """
     weight = (mask > 0.5).astype(np.float32)
-    if weight.sum() < 16:
+    if weight.sum() < 64:
         return face
-    face_lab = cv2.cvtColor(face.astype(np.float32) / 255.0, cv2.COLOR_RGB2Lab)
-    target_lab = cv2.cvtColor(target.astype(np.float32) / 255.0, cv2.COLOR_RGB2Lab)
-    f_mean, f_std = _masked_stats(face_lab, weight)
-    t_mean, t_std = _masked_stats(target_lab, weight)
-    matched = (face_lab - f_mean) * (t_std / f_std) + t_mean
+    face_lab = cv2.cvtColor(face, cv2.COLOR_RGB2Lab)
+    target_lab = cv2.cvtColor(target, cv2.COLOR_RGB2Lab)
+    matched = cv2.LUT(face_lab, _histogram_luts(face_lab, target_lab, weight)[None]).astype(np.float32)
     sigma = face.shape[0] * LIGHTING_SIGMA_FRACTION
-    light = _masked_blur(target_lab[..., 0], weight, sigma) - _masked_blur(matched[..., 0], weight, sigma)
+    light = _low_pass(target_lab[..., 0].astype(np.float32), weight, sigma) - _low_pass(matched[..., 0], weight, sigma)
     matched[..., 0] += LIGHTING_STRENGTH * light
-    rgb = cv2.cvtColor(matched, cv2.COLOR_Lab2RGB)
-    return np.clip(rgb * 255.0 + 0.5, 0, 255).astype(np.uint8)
+    return cv2.cvtColor(np.clip(matched + 0.5, 0, 255).astype(np.uint8), cv2.COLOR_Lab2RGB)
 
 
 def multiband_blend(foreground: np.ndarray, background: np.ndarray, alpha: np.ndarray,
@@ -79,6 +93,16 @@ def multiband_blend(foreground: np.ndarray, background: np.ndarray, alpha: np.nd
         weight = gauss_a[level][..., None]
         out = cv2.pyrUp(out, dstsize=size) + lap_fg[level] * weight + lap_bg[level] * (1 - weight)
     return np.clip(out + 0.5, 0, 255).astype(np.uint8)
+
+
+def poisson_blend(foreground: np.ndarray, background: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """Gradient-domain (Poisson) cloning of the face into the target, kept as the measured alternative."""
+    mask = (alpha > 0.5).astype(np.uint8) * 255
+    ys, xs = np.nonzero(mask)
+    if xs.size == 0:
+        return background
+    centre = (int((xs.min() + xs.max() + 1) // 2), int((ys.min() + ys.max() + 1) // 2))
+    return cv2.seamlessClone(foreground, background, mask, centre, cv2.NORMAL_CLONE)
 
 
 def unsharp(image: np.ndarray, amount: float, weight: np.ndarray, limit: float = 12.0) -> np.ndarray:
@@ -126,7 +150,10 @@ def compose(image: np.ndarray, rendered: RenderedFace, options: FusionOptions) -
         # blend mask would otherwise be filled by the face's low frequencies (pink teeth, washed-out irises).
         keep = rendered.keep_target[..., None]
         face = (face * (1.0 - keep) + rendered.target_crop * keep + 0.5).astype(np.uint8)
-    blended = multiband_blend(face, rendered.target_crop, rendered.mask)
+    if options.blend == "poisson":
+        blended = poisson_blend(face, rendered.target_crop, rendered.mask)
+    else:
+        blended = multiband_blend(face, rendered.target_crop, rendered.mask)
     blended = unsharp(blended, options.sharpen, rendered.mask)
     region = rendered.region if rendered.region is not None else rendered.mask
     return paste_back(image, blended, region, rendered.matrix)

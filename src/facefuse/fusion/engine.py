@@ -32,6 +32,7 @@ class FusionOptions:
     engine: str = "mesh"
     visible_label: bool = True
     crop_size: int = 512
+    blend: str = "multiband"  # or "poisson"
     sharpen: float = 0.35
     extra: dict[str, Any] = field(default_factory=dict)
 

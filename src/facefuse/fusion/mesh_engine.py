@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
+from scipy.interpolate import RBFInterpolator
 
 from ..analysis.pose import face_axes
 from ..analysis.quality import ARCFACE_112
 from ..analysis.types import Face
 from ..geometry import align, mesh
-from ..geometry.regions import (EXPRESSION_GROUPS, FACE_OVAL, LEFT_EYE, LIPS_INNER, LIPS_OUTER, RIGHT_EYE, feather,
-                                polygon_mask, shrink)
+from ..geometry.regions import (FACE_OVAL, IDENTITY_POINTS, LEFT_EYE, LIPS_INNER, LIPS_OUTER, MOUTH_GROUP, RIGHT_EYE,
+                                feather, polygon_mask, shrink)
 from .engine import FusionOptions, RenderedFace, SourceFace
 
 CROP_FACE_SCALE = 0.55  # the ArcFace template shrunk so the whole head and its surroundings fit in the crop
@@ -51,18 +52,23 @@ def border_points(size: int) -> np.ndarray:
                            np.column_stack([np.full_like(edge[1:-1], last), edge[1:-1]])])
 
 
-def destination_geometry(target: np.ndarray, source_shape: np.ndarray, profile: float, feature: float) -> np.ndarray:
-    """Target mesh points moved toward the source shape: contour by ``profile``, the rest by ``feature``;
-    eyes and lips move and widen with the source but keep the target's opening (expression)."""
-    dest = target + feature * (source_shape - target)
-    dest[FACE_OVAL] = target[FACE_OVAL] + profile * (source_shape[FACE_OVAL] - target[FACE_OVAL])
-    for group in EXPRESSION_GROUPS:
-        t, s = target[group], source_shape[group]
-        t_centre, s_centre = t.mean(0), s.mean(0)
-        width_ratio = np.ptp(s[:, 0]) / max(np.ptp(t[:, 0]), 1e-6)
-        scale = np.array([1.0 + feature * (width_ratio - 1.0), 1.0])
-        dest[group] = t_centre + feature * (s_centre - t_centre) + (t - t_centre) * scale
-    return dest
+def destination_geometry(target: np.ndarray, source_shape: np.ndarray, anchors: np.ndarray, profile: float,
+                         feature: float) -> np.ndarray:
+    """Target mesh points moved toward the source shape, as one smooth (thin-plate spline) displacement field.
+
+    Control points: the face contour moves by ``profile``; eye corners, brows and nose by ``feature``; the mouth
+    only by its centre, since a smile's width and an open mouth are expression, not identity; ``anchors`` (the
+    ring around the face and the crop border) stay put. Everything else — eyelids, lips, cheeks — follows the
+    spline, so the target's expression is carried along and neighbouring triangles do not fold over each other.
+    """
+    controls = [target[FACE_OVAL], target[IDENTITY_POINTS], target[MOUTH_GROUP].mean(0, keepdims=True), anchors]
+    shifts = [profile * (source_shape[FACE_OVAL] - target[FACE_OVAL]),
+              feature * (source_shape[IDENTITY_POINTS] - target[IDENTITY_POINTS]),
+              feature * (source_shape[MOUTH_GROUP].mean(0, keepdims=True) - target[MOUTH_GROUP].mean(0, keepdims=True)),
+              np.zeros_like(anchors)]
+    field = RBFInterpolator(np.concatenate(controls), np.concatenate(shifts), kernel="thin_plate_spline",
+                            smoothing=1.0)
+    return target + field(target)
 
 
 def close_mouth(crop: np.ndarray, points: np.ndarray) -> np.ndarray:
@@ -77,8 +83,13 @@ def close_mouth(crop: np.ndarray, points: np.ndarray) -> np.ndarray:
     if inner.sum() < 4 or lips.sum() < 4:
         return crop
     colour = np.median(crop[lips > 0.5], axis=0)
-    grown = feather(cv2.dilate(inner, np.ones((5, 5), np.uint8)), 2.0)[..., None]
-    return (crop * (1.0 - grown) + colour * grown + 0.5).astype(np.uint8)
+    x0, y0 = np.maximum(np.floor(points[LIPS_OUTER].min(0)).astype(int) - 8, 0)
+    x1, y1 = np.ceil(points[LIPS_OUTER].max(0)).astype(int) + 8
+    box = (slice(y0, y1), slice(x0, x1))
+    grown = feather(cv2.dilate(inner[box], np.ones((5, 5), np.uint8)), 2.0)[..., None]
+    out = crop.copy()
+    out[box] = (crop[box] * (1.0 - grown) + colour * grown + 0.5).astype(np.uint8)
+    return out
 
 
 class MeshFusionEngine:
@@ -105,10 +116,10 @@ class MeshFusionEngine:
         source_pts = align.apply(source_to_crop, source_mesh)[:, :2]
         source_crop = close_mouth(source_crop, source_pts)
 
-        dest = destination_geometry(target_pts, shape, profile, feature)
         ring_t = shrink(target_pts[FACE_OVAL], RING_SCALE)
         ring_s = shrink(source_pts[FACE_OVAL], RING_SCALE)
         fixed = border_points(size)
+        dest = destination_geometry(target_pts, shape, np.concatenate([ring_t, fixed]), profile, feature)
         dst_all = np.concatenate([dest, ring_t, fixed])
         triangles = mesh.triangulate(dst_all)
         ids = mesh.rasterize(dst_all, triangles, (size, size), MAP_STEP)

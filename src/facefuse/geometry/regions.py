@@ -14,8 +14,10 @@ LEFT_EYE = np.array([263, 249, 390, 373, 374, 380, 381, 382, 362, 398, 384, 385,
 RIGHT_BROW = np.array([46, 53, 52, 65, 55, 70, 63, 105, 66, 107])
 LEFT_BROW = np.array([276, 283, 282, 295, 285, 300, 293, 334, 296, 336])
 
-# Groups whose opening is expression (kept from the target); their position and width are identity.
-EXPRESSION_GROUPS = (RIGHT_EYE, LEFT_EYE, np.union1d(LIPS_OUTER, LIPS_INNER))
+MOUTH_GROUP = np.union1d(LIPS_OUTER, LIPS_INNER)
+# Points whose layout is identity rather than expression: eye corners, brows, nose bridge, tip and wings.
+IDENTITY_POINTS = np.concatenate([[33, 133, 362, 263], RIGHT_BROW, LEFT_BROW,
+                                  [168, 6, 197, 195, 5, 4, 1, 19, 94, 98, 327, 48, 278, 64, 294]])
 
 
 def polygon_mask(points: np.ndarray, size: int) -> np.ndarray:

