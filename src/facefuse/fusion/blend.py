@@ -20,6 +20,7 @@ from .engine import FusionOptions, RenderedFace
 
 PYRAMID_LEVELS = 5
 BLEND_MODES = ("multiband", "poisson")
+CONTRAST_LIMITS = (0.8, 1.25)  # the most colour matching may shrink or stretch the face's contrast, locally
 LIGHTING_SIGMA_FRACTION = 1 / 8  # of the crop size: broad shading only, never features such as brows or a beard
 LIGHTING_STRENGTH = 0.7
 
@@ -40,19 +41,23 @@ def _low_pass(channel: np.ndarray, weight: np.ndarray, sigma: float) -> np.ndarr
 
 
 def _histogram_luts(face_lab: np.ndarray, target_lab: np.ndarray, weight: np.ndarray) -> np.ndarray:
-    """Per-channel 256-entry lookup tables mapping the face's Lab histogram inside ``weight`` onto the target's."""
+    """Per-channel 256-entry lookup tables mapping the face's Lab histogram inside ``weight`` onto the target's.
+
+    The mapping's slope is held within ``CONTRAST_LIMITS`` everywhere (then re-anchored at the median): a skin
+    histogram is peaked, and unlimited matching stretches that peak, turning JPEG noise and pores into blotches.
+    """
     inside = weight[::2, ::2] > 0
     levels = np.arange(256, dtype=np.float64)
-    quantiles = np.linspace(0, 1, 257)
+    quantiles = np.linspace(0.02, 0.98, 49)
     luts = []
     for channel in range(3):
-        face_values = face_lab[::2, ::2, channel][inside]
-        target_values = target_lab[::2, ::2, channel][inside]
-        face_q = np.quantile(face_values, quantiles)
-        target_q = np.quantile(target_values, quantiles)
-        # np.interp needs increasing x: tiny ramps break ties from flat histograms
-        face_q = face_q + np.arange(257) * 1e-6
-        luts.append(np.interp(levels, face_q, target_q))
+        face_q = np.quantile(face_lab[::2, ::2, channel][inside], quantiles)
+        target_q = np.quantile(target_lab[::2, ::2, channel][inside], quantiles)
+        matched = np.interp(levels, face_q + np.arange(len(quantiles)) * 1e-6, target_q)
+        slopes = np.clip(np.diff(matched), *CONTRAST_LIMITS)
+        lut = np.concatenate([[0.0], np.cumsum(slopes)])
+        median = int(round(face_q[len(face_q) // 2]))
+        luts.append(lut + (matched[median] - lut[median]))
     return np.clip(np.stack(luts, axis=1) + 0.5, 0, 255).astype(np.uint8)
 
 
@@ -62,7 +67,9 @@ def match_colour(face: np.ndarray, target: np.ndarray, mask: np.ndarray) -> np.n
     Histogram matching per channel in Lab (perceptual: lightness apart from colour) fixes skin tone and contrast,
     applied as lookup tables on OpenCV's 8-bit Lab; then the target's broad shading replaces the face's.
     """
-    weight = (mask > 0.5).astype(np.float32)
+    # the inner face: skin and features in both photos, without the hair and background near the mask's edge
+    inner = cv2.erode((mask > 0.5).astype(np.uint8), np.ones((3, 3), np.uint8), iterations=max(1, face.shape[0] // 40))
+    weight = inner.astype(np.float32)
     if weight.sum() < 64:
         return face
     face_lab = cv2.cvtColor(face, cv2.COLOR_RGB2Lab)
@@ -150,6 +157,9 @@ def compose(image: np.ndarray, rendered: RenderedFace, options: FusionOptions) -
         # blend mask would otherwise be filled by the face's low frequencies (pink teeth, washed-out irises).
         keep = rendered.keep_target[..., None]
         face = (face * (1.0 - keep) + rendered.target_crop * keep + 0.5).astype(np.uint8)
+    # Outside the mask the engine's crop is meaningless (the source's background, suit, hair); the pyramid's coarse
+    # levels would smear it across the jaw, so the face is first laid over the target.
+    face = np.where(rendered.mask[..., None] > 0.01, face, rendered.target_crop)
     if options.blend == "poisson":
         blended = poisson_blend(face, rendered.target_crop, rendered.mask)
     else:
