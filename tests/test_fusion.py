@@ -170,3 +170,13 @@ def test_cli_errors(photos, tmp_path, model_home, mirror_dir, monkeypatch):
     assert bad_degree.returncode == 2 and "feature_degree" in bad_degree.stderr
     assert "Traceback" not in no_face.stderr + bad_degree.stderr
     assert not out.exists()
+
+
+def test_library_function_takes_paths_bytes_and_arrays(fuser, photos):
+    import facefuse
+
+    array = decode_image(photos["obama"]).pixels
+    from_array = facefuse.fuse(photos["biden"].read_bytes(), array, fuser=fuser, visible_label=False)
+    from_path = facefuse.fuse(str(photos["biden"]), photos["obama"], fuser=fuser, visible_label=False)
+    assert np.array_equal(from_array.image, from_path.image)
+    assert from_array.timings_ms["total"] > 0 and from_array.faces[0]["index"] == 0

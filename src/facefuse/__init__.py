@@ -1,0 +1,38 @@
+"""facefuse: offline face fusion — the source photo's identity and face shape on the target's pose and scene.
+
+Quick use (one-off; loads the models on every call)::
+
+    import facefuse
+    result = facefuse.fuse("me.jpg", "poster.jpg", profile_degree=70, feature_degree=90)
+    open("out.jpg", "wb").write(result.encode("jpeg"))
+
+For repeated calls keep one :class:`Fuser` (it owns the loaded models and is thread-safe)::
+
+    fuser = facefuse.Fuser()
+    result = fuser.fuse("me.jpg", "poster.jpg", facefuse.FusionOptions(target_face="all"))
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .analysis.types import Face, ImageAnalysis, Pose
+from .errors import ErrorCode, FacefuseError
+from .fusion.engine import FusionOptions
+from .imageio import ImageInput
+from .pipeline import Fuser, FuserConfig, FusionResult
+
+__all__ = ["ErrorCode", "Face", "FacefuseError", "Fuser", "FuserConfig", "FusionOptions", "FusionResult",
+           "ImageAnalysis", "Pose", "detect", "fuse"]
+__version__ = "0.1.0"
+
+
+def fuse(source: ImageInput, target: ImageInput, *, fuser: Fuser | None = None, **options: Any) -> FusionResult:
+    """Fuse ``source``'s face into ``target`` (paths, bytes or RGB arrays); ``options`` are :class:`FusionOptions`
+    fields (``profile_degree``, ``feature_degree``, ``target_face``, ``engine``, ``visible_label``…)."""
+    return (fuser or Fuser()).fuse(source, target, FusionOptions(**options))
+
+
+def detect(image: ImageInput, *, fuser: Fuser | None = None) -> ImageAnalysis:
+    """Faces of one photo with box, score, 468 landmarks, pose and the quality gate's verdict."""
+    return (fuser or Fuser()).analyze(image)
