@@ -6,6 +6,8 @@ import datetime
 import os
 import platform
 import statistics
+import subprocess
+import sys
 from pathlib import Path
 
 import onnxruntime
@@ -48,3 +50,22 @@ def write_section(name: str, markdown: str) -> Path:
     path = RESULTS / f"{name}.md"
     path.write_text(markdown.rstrip() + "\n")
     return path
+
+
+# Linux keeps a process's peak RSS across exec, so a child forked straight from this (large) process would report
+# this process's peak. A small launcher process starts the measured one instead and reports its rusage.
+LAUNCHER = (
+    "import os, subprocess, sys, time; start = time.perf_counter(); "
+    "p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE); "
+    "_, status, usage = os.wait4(p.pid, 0); "
+    "print(time.perf_counter() - start, usage.ru_maxrss, os.waitstatus_to_exitcode(status), p.stderr.read().decode())"
+)
+
+
+def child_run(argv: list[str]) -> tuple[float, float]:
+    """Wall time (s) from process start to exit and peak RSS (MB) of one fresh process."""
+    report = subprocess.run([sys.executable, "-c", LAUNCHER, *argv], capture_output=True, text=True, check=True)
+    wall, max_rss_kb, exit_code, stderr = report.stdout.split(" ", 3)
+    if int(exit_code) != 0:
+        raise RuntimeError(f"{argv} failed: {stderr}")
+    return float(wall), int(max_rss_kb) / 1024

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
 import cv2
-from common import FACES, machine, median, write_section
+from common import FACES, child_run, machine, median, write_section
 
 from facefuse.fusion.engine import FusionOptions
 from facefuse.pipeline import Fuser
@@ -48,17 +47,11 @@ def timed_runs(fuser: Fuser, source: bytes, target: bytes, runs: int) -> dict[st
 
 
 def cli_peak_rss_mb(target: str) -> tuple[float, float]:
-    """Peak RSS (MB) and wall time (s) of one `facefuse fuse` process, read from the child's rusage."""
+    """Peak RSS (MB) and wall time (s) of one `facefuse fuse` process, started through the clean launcher."""
     with tempfile.TemporaryDirectory() as tmp:
-        start = time.perf_counter()
-        process = subprocess.Popen([sys.executable, "-m", "facefuse", "fuse", "--source", str(SOURCE), "--target",
-                                    target, "--output", os.path.join(tmp, "out.jpg")],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        _, status, usage = os.wait4(process.pid, 0)
-        process.returncode = os.waitstatus_to_exitcode(status)
-        if process.returncode != 0:
-            raise RuntimeError(process.stderr.read().decode() if process.stderr else "fuse failed")
-        return usage.ru_maxrss / 1024, time.perf_counter() - start
+        wall, rss = child_run([sys.executable, "-m", "facefuse", "fuse", "--source", str(SOURCE), "--target", target,
+                               "--output", os.path.join(tmp, "out.jpg")])
+    return rss, wall
 
 
 def main() -> None:

@@ -73,5 +73,7 @@ class AnalysisConfig:
     detector: str = "blazeface"
     try_rotations: bool = True
     detect_threshold: float = 0.5
+    # "fp32", or "int8"/"fp16": use the variant `facefuse optimize --install` made of each model, where one passed
+    precision: str = "fp32"
     quality: QualityConfig = field(default_factory=QualityConfig)
     limits: ImageLimits = field(default_factory=ImageLimits)

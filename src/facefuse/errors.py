@@ -18,6 +18,8 @@ class ErrorCode(str, Enum):
     BAD_REQUEST = "BAD_REQUEST"
     INVALID_OPTION = "INVALID_OPTION"
     UNAUTHORIZED = "UNAUTHORIZED"
+    NOT_FOUND = "NOT_FOUND"
+    METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"
     # input images
     IMAGE_TOO_LARGE = "IMAGE_TOO_LARGE"
     IMAGE_TOO_SMALL = "IMAGE_TOO_SMALL"
@@ -52,6 +54,8 @@ ERROR_TABLE: dict[ErrorCode, ErrorMapping] = {
     ErrorCode.BAD_REQUEST: ErrorMapping(2, 400),
     ErrorCode.INVALID_OPTION: ErrorMapping(2, 400),
     ErrorCode.UNAUTHORIZED: ErrorMapping(2, 401),
+    ErrorCode.NOT_FOUND: ErrorMapping(2, 404),
+    ErrorCode.METHOD_NOT_ALLOWED: ErrorMapping(2, 405),
     ErrorCode.IMAGE_TOO_LARGE: ErrorMapping(3, 413),
     ErrorCode.IMAGE_TOO_SMALL: ErrorMapping(3, 422),
     ErrorCode.UNSUPPORTED_IMAGE: ErrorMapping(3, 415),

@@ -20,7 +20,7 @@ from .config import AnalysisConfig, RuntimeConfig, StoreConfig
 from .errors import ErrorCode, FacefuseError
 from .fusion.blend import BLEND_MODES, compose
 from .fusion.engine import FusionEngine, FusionOptions
-from .fusion.engines import make_engine
+from .fusion.swappers import SwapperFiles
 from .imageio import ImageInput, add_visible_mark, decode_image, encode_image
 from .models import ModelStore
 from .runtime import Runtime
@@ -31,6 +31,7 @@ class FuserConfig:
     store: StoreConfig = field(default_factory=StoreConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
+    swapper_files: SwapperFiles | None = None  # local files for a swapper engine (--model-path)
 
 
 @dataclass
@@ -89,9 +90,12 @@ class Fuser:
         self._lock = threading.Lock()
 
     def engine(self, name: str) -> FusionEngine:
+        # Imported here: the engines pull in SciPy (~0.6 s), which `facefuse detect` and /v1/detect never need.
+        from .fusion.engines import make_engine
+
         with self._lock:
             if name not in self._engines:
-                self._engines[name] = make_engine(name, self.store, self.runtime)
+                self._engines[name] = make_engine(name, self.store, self.runtime, self.config.swapper_files)
             return self._engines[name]
 
     def analyze(self, image: ImageInput, role: str = "image") -> ImageAnalysis:

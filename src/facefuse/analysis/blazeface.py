@@ -43,11 +43,21 @@ def letterbox(image: np.ndarray, size: int) -> tuple[np.ndarray, float, tuple[fl
     height, width = image.shape[:2]
     scale = size / max(height, width)
     new_w, new_h = max(1, round(width * scale)), max(1, round(height * scale))
-    resized = cv2.resize(image, (new_w, new_h), interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
+    resized = area_resize(image, new_w, new_h) if scale < 1 else cv2.resize(image, (new_w, new_h))
     pad_x, pad_y = (size - new_w) / 2, (size - new_h) / 2
     square = cv2.copyMakeBorder(resized, int(pad_y), size - new_h - int(pad_y), int(pad_x), size - new_w - int(pad_x),
                                 cv2.BORDER_CONSTANT, value=(0, 0, 0))
     return square, scale, (int(pad_x), int(pad_y))
+
+
+def area_resize(image: np.ndarray, width: int, height: int) -> np.ndarray:
+    """Area-averaging downscale, halving first: OpenCV's INTER_AREA is ~10× faster for an exact 2:1 step than for
+    an arbitrary ratio (720p to 192 px: 0.8 ms instead of 4.5 ms). Odd edges lose one pixel per halving, which is
+    below a pixel at the detector's scale."""
+    while image.shape[1] >= 2 * width and image.shape[0] >= 2 * height:
+        h, w = image.shape[:2]
+        image = cv2.resize(image[: h - h % 2, : w - w % 2], (w // 2, h // 2), interpolation=cv2.INTER_AREA)
+    return cv2.resize(image, (width, height), interpolation=cv2.INTER_AREA)
 
 
 class BlazeFaceDetector:
@@ -85,3 +95,29 @@ class BlazeFaceDetector:
         boxes = (boxes - np.tile(offset, 2)) / scale
         points = (points - offset) / scale
         return weighted_nms(boxes, scores, points, self.iou_threshold)
+
+
+class BlazeFaceCascade:
+    """Short range first, full range only when needed: the default detector.
+
+    The short-range model costs 1.6 ms against 4 ms for the full-range one here. Its results are kept when it finds
+    a confident face at least ``close_up`` of the image's shorter side (a portrait or selfie, the common input);
+    otherwise the full-range model runs on its own (group photos and dlib's crowd scenes all take that path). The
+    cost: in a close-up photo, faces far behind the main subject may be missed; ``blazeface_full`` never skips.
+    ``min_score`` is the quality gate's default confidence.
+    """
+
+    def __init__(self, short: BlazeFaceDetector, full: BlazeFaceDetector, close_up: float = 0.2,
+                 min_score: float = 0.7) -> None:
+        self.short = short
+        self.full = full
+        self.close_up = close_up
+        self.min_score = min_score
+
+    def detect(self, image: np.ndarray) -> list[Detection]:
+        found = self.short.detect(image)
+        shorter_side = min(image.shape[:2])
+        if any(d.score >= self.min_score and min(d.box[2:] - d.box[:2]) >= self.close_up * shorter_side
+               for d in found):
+            return found
+        return self.full.detect(image)

@@ -27,8 +27,11 @@ def face_axes(mesh: np.ndarray) -> np.ndarray:
 def head_pose(mesh: np.ndarray) -> Pose:
     """yaw > 0: the person turns to their right (image left); pitch > 0: chin up; roll > 0: clockwise tilt."""
     axes = face_axes(mesh)
-    z_axis = axes[:, 2]
-    yaw = np.degrees(np.arcsin(np.clip(z_axis[0], -1, 1)))
-    pitch = np.degrees(np.arcsin(np.clip(z_axis[1], -1, 1)))
-    roll = np.degrees(np.arctan2(axes[1, 0], axes[0, 0]))
-    return Pose(float(yaw), float(pitch), float(roll))
+    roll = np.arctan2(axes[1, 0], axes[0, 0])
+    # read yaw and pitch in the head's own upright frame: undo the roll first, or a tilted (or sideways) head
+    # would report its yaw as pitch and the other way round
+    cos, sin = np.cos(roll), np.sin(roll)
+    facing = np.array([[cos, sin, 0.0], [-sin, cos, 0.0], [0.0, 0.0, 1.0]]) @ axes[:, 2]
+    yaw = np.degrees(np.arcsin(np.clip(facing[0], -1, 1)))
+    pitch = np.degrees(np.arcsin(np.clip(facing[1], -1, 1)))
+    return Pose(float(yaw), float(pitch), float(np.degrees(roll)))

@@ -46,8 +46,8 @@ def quality_issues(face: Face, config: QualityConfig) -> list[QualityIssue]:
             if abs(value) > limit:
                 issues.append(QualityIssue(
                     ErrorCode.POSE_TOO_LARGE.value,
-                    f"the head is turned too far: {angle} {value:+.0f}° exceeds ±{limit:.0f}° by "
-                    f"{abs(value) - limit:.0f}°", turn,
+                    f"the head is turned too far: {angle} {value:+.1f}° exceeds ±{limit:g}° by "
+                    f"{abs(value) - limit:.1f}°", turn,
                     {"angle": angle, "value": round(value, 1), "limit": limit, "excess": round(abs(value) - limit, 1)}))
     if face.sharpness is not None and face.sharpness < config.min_sharpness:
         issues.append(QualityIssue(

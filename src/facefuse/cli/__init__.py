@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+import warnings
 from typing import Callable, Sequence
 
 from ..errors import ErrorCode, FacefuseError
@@ -43,6 +44,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.handler
     as_json = bool(getattr(args, "json", False))
+    # Damaged-but-readable photos make Pillow warn; the command's own one-line verdict is what a person needs.
+    warnings.simplefilter("ignore")
     try:
         return handler(args)
     except FacefuseError as exc:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from ..fusion.engine import FusionOptions
+from ..fusion.swappers import SwapperFiles
 from ..imageio import format_for_path
 from ..pipeline import Fuser
 from .options import add_fuser_options, fuser_config
@@ -26,6 +28,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--target-face", default="largest", help="largest, all, or an index counted left to right")
     parser.add_argument("--source-face", default="largest", help="largest, or an index counted left to right")
     parser.add_argument("--engine", default=defaults.engine, help="fusion engine (see `facefuse models list`)")
+    parser.add_argument("--model-path", type=Path, default=None,
+                        help="a local ONNX file for a swapper --engine instead of the registry's download")
+    parser.add_argument("--allow-unknown-model", action="store_true",
+                        help="accept a --model-path whose SHA-256 is not the published file's")
     parser.add_argument("--quality", type=int, default=92, help="JPEG/WebP quality")
     parser.add_argument("--no-visible-label", action="store_true",
                         help="omit the visible 'AI-generated' mark (the metadata label is always written)")
@@ -39,7 +45,10 @@ def run(args: argparse.Namespace) -> int:
                             target_face=args.target_face, source_face=args.source_face, engine=args.engine,
                             visible_label=not args.no_visible_label)
     fmt = format_for_path(args.output)
-    result = Fuser(fuser_config(args)).fuse(Path(args.source), Path(args.target), options)
+    config = fuser_config(args)
+    if args.model_path is not None:
+        config = replace(config, swapper_files=SwapperFiles(args.model_path, allow_unknown=args.allow_unknown_model))
+    result = Fuser(config).fuse(Path(args.source), Path(args.target), options)
     Path(args.output).write_bytes(result.encode(fmt, args.quality))
     if args.json:
         print(json.dumps({"output": args.output, **result.to_dict()}))

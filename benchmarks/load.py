@@ -1,0 +1,233 @@
+"""Load on the HTTP service over loopback: throughput, latency percentiles, batch sizes, RSS and cold start.
+
+The server runs as a separate process (`facefuse serve`) exactly as users start it, on a free 127.0.0.1 port; the
+load generator sends pre-encoded multipart bodies from a closed loop of C concurrent clients (each sends its next
+request when the previous one is answered), so the client costs little CPU next to the server on a small machine.
+Every phase is bounded both in requests and in seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import cv2
+import httpx
+from common import FACES, machine, percentile, write_section
+from prometheus_client.parser import text_string_to_metric_families
+
+TARGET_720P = FACES / "face_recognition/obama-720p.jpg"
+SOURCE_FULL = FACES / "face_recognition/biden.jpg"
+CONCURRENCY = (1, 4, 8, 16)
+BATCHES = (1, 2, 4)
+
+
+def source_720p() -> bytes:
+    """A 1280×720 source: the top of biden.jpg (his face) resized, so both photos of a pair are 720p."""
+    image = cv2.imread(str(SOURCE_FULL))
+    width = image.shape[1]
+    crop = image[: width * 9 // 16, :]
+    ok, data = cv2.imencode(".jpg", cv2.resize(crop, (1280, 720), interpolation=cv2.INTER_AREA),
+                            [cv2.IMWRITE_JPEG_QUALITY, 90])
+    assert ok
+    return data.tobytes()
+
+
+def multipart_body() -> tuple[bytes, str]:
+    request = httpx.Request("POST", "http://127.0.0.1/v1/fuse",
+                            files={"source": ("source.jpg", source_720p()),
+                                   "target": ("target.jpg", TARGET_720P.read_bytes())})
+    return request.read(), request.headers["content-type"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen[bytes]
+    url: str
+    cold_start_s: float
+
+    def rss_mb(self, field_name: str = "VmRSS") -> float:
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith(field_name + ":"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def cpu_s(self) -> float:
+        """User + system CPU seconds the server process has used (to tell its cost from the load generator's)."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def metrics(self) -> dict[str, float]:
+        text = httpx.get(self.url + "/metrics", timeout=10).text
+        values: dict[str, float] = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                key = sample.name + "".join(f"|{k}={v}" for k, v in sorted(sample.labels.items()))
+                values[key] = sample.value
+        return values
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGINT)
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def start_server(max_batch: int, queue_size: int) -> Server:
+    port = free_port()
+    command = [sys.executable, "-m", "facefuse", "serve", "--host", "127.0.0.1", "--port", str(port),
+               "--max-batch", str(max_batch), "--queue-size", str(queue_size), "--log-level", "warning"]
+    started = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    while time.perf_counter() - started < 60:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited: {process.stderr.read().decode() if process.stderr else ''}")
+        try:
+            if httpx.get(url + "/readyz", timeout=1).status_code == 200:
+                return Server(process, url, time.perf_counter() - started)
+        except httpx.TransportError:
+            pass
+        time.sleep(0.02)
+    process.kill()
+    raise TimeoutError("server not ready within 60 s")
+
+
+@dataclass
+class Phase:
+    latencies_s: list[float] = field(default_factory=list)
+    codes: dict[int, int] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+
+    @property
+    def ok(self) -> int:
+        return self.codes.get(200, 0)
+
+    @property
+    def server_errors(self) -> int:
+        return sum(n for code, n in self.codes.items() if code >= 500)
+
+
+async def closed_loop(url: str, body: bytes, content_type: str, concurrency: int, requests: int,
+                      max_seconds: float) -> Phase:
+    phase = Phase()
+    remaining = [requests]
+    stop_at = time.perf_counter() + max_seconds
+    headers = {"Content-Type": content_type, "Accept": "image/jpeg"}
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+
+    async def client(http: httpx.AsyncClient) -> None:
+        while remaining[0] > 0 and time.perf_counter() < stop_at:
+            remaining[0] -= 1
+            start = time.perf_counter()
+            response = await http.post("/v1/fuse", content=body, headers=headers)
+            phase.latencies_s.append(time.perf_counter() - start)
+            phase.codes[response.status_code] = phase.codes.get(response.status_code, 0) + 1
+
+    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as http:
+        started = time.perf_counter()
+        await asyncio.gather(*(client(http) for _ in range(concurrency)))
+        phase.elapsed_s = time.perf_counter() - started
+    return phase
+
+
+def batch_histogram(before: dict[str, float], after: dict[str, float], max_batch: int) -> dict[int, int]:
+    """Batches of each size handed to the workers between two /metrics scrapes (from cumulative buckets)."""
+    def cumulative(values: dict[str, float], le: float) -> float:
+        return values.get(f"facefuse_batch_size_bucket|le={le}", 0.0)
+
+    histogram: dict[int, int] = {}
+    previous = 0.0
+    for size in range(1, max_batch + 1):
+        count = cumulative(after, float(size)) - cumulative(before, float(size))
+        histogram[size] = int(count - previous)
+        previous = count
+    return histogram
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="few requests per phase (for development)")
+    parser.add_argument("--requests", type=int, default=None, help="requests per phase")
+    parser.add_argument("--soak", type=int, default=None, help="requests of the RSS soak run")
+    parser.add_argument("--max-seconds", type=float, default=None, help="time limit per phase")
+    args = parser.parse_args()
+    per_phase = args.requests or (16 if args.quick else 200)
+    soak = args.soak or (100 if args.quick else 2000)
+    max_seconds = args.max_seconds or (30.0 if args.quick else 120.0)
+    body, content_type = multipart_body()
+
+    header = "| max_batch | concurrency | requests | fusions/s | p50 ms | p95 ms | p99 ms | non-200 | server CPU ms/fusion"
+    rows = [header + " | batch sizes |", "|---|---|---|---|---|---|---|---|---|---|"]
+    cold_starts: list[float] = []
+    total_5xx = 0
+    soak_line = ""
+    for max_batch in BATCHES:
+        server = start_server(max_batch, queue_size=64)
+        cold_starts.append(server.cold_start_s)
+        try:
+            asyncio.run(closed_loop(server.url, body, content_type, 2, 6, max_seconds))  # warm-up
+            for concurrency in CONCURRENCY:
+                before, cpu_before = server.metrics(), server.cpu_s()
+                phase = asyncio.run(closed_loop(server.url, body, content_type, concurrency, per_phase, max_seconds))
+                cpu_ms = (server.cpu_s() - cpu_before) * 1000 / max(1, phase.ok)
+                histogram = batch_histogram(before, server.metrics(), max_batch)
+                total_5xx += phase.server_errors
+                ms = [v * 1000 for v in phase.latencies_s]
+                others = sum(phase.codes.values()) - phase.ok
+                sizes = ", ".join(f"{size}: {n}" for size, n in histogram.items())
+                rows.append(f"| {max_batch} | {concurrency} | {len(ms)} | {phase.ok / phase.elapsed_s:.1f} | "
+                            f"{percentile(ms, 50):.0f} | {percentile(ms, 95):.0f} | {percentile(ms, 99):.0f} | "
+                            f"{others} | {cpu_ms:.0f} | {sizes} |")
+                print(rows[-1], flush=True)
+            if max_batch == 2:
+                rss_before = server.rss_mb()
+                phase = asyncio.run(closed_loop(server.url, body, content_type, 8, soak, max_seconds * 5))
+                total_5xx += phase.server_errors
+                rss_after, peak = server.rss_mb(), server.rss_mb("VmHWM")
+                soak_line = (f"RSS of the server (max_batch 2) before / after {len(phase.latencies_s)} more requests "
+                             f"at concurrency 8: {rss_before:.0f} MB / {rss_after:.0f} MB; peak RSS (VmHWM) over "
+                             f"the whole run: {peak:.0f} MB.")
+                print(soak_line, flush=True)
+        finally:
+            server.stop()
+
+    lines = [
+        "## HTTP service under load (`benchmarks/load.py`)",
+        "",
+        (f"Machine: {machine()}. Server: `facefuse serve` in its own process on 127.0.0.1, default workers "
+         f"({os.cpu_count()}), queue 64; client: {'`--quick`, ' if args.quick else ''}closed loop of C concurrent "
+         f"connections posting pre-encoded multipart 720p pairs (source: top of `biden.jpg` resized to 1280×720, "
+         f"target: `obama-720p.jpg`), `Accept: image/jpeg`. {per_phase} requests per row (or {max_seconds:.0f} s), "
+         "after 6 warm-up requests. Latency is the client's (upload + queue + fusion + JPEG encode + download)."),
+        "",
+        *rows,
+        "",
+        soak_line,
+        "",
+        (f"Cold start (process start → `/readyz` 200): {', '.join(f'{s:.2f} s' for s in cold_starts)} "
+         f"(one per server started). 5xx answers in the whole run: {total_5xx}."),
+        "",
+        "Goals: ≥ 15 fusions/s at 720p, p95 ≤ 400 ms at concurrency 8, peak RSS ≤ 400 MB, zero 5xx, cold start ≤ 2 s.",
+    ]
+    print(write_section("load", "\n".join(lines)).read_text())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,241 @@
+"""The public ONNX face swappers as fusion engines, each fed exactly as its publisher's code feeds it.
+
+A swapper only replaces the face inside its aligned crop; paste-back goes through the shared stages
+(:func:`facefuse.fusion.blend.compose`: colour matching, multi-band blend, label), with the same
+expression-preserving mask as the mesh engine (the target's eyes and mouth interior are kept).
+
+Per model (see :data:`SWAPPERS`): the alignment template and crop size, the target's pixel normalisation, how
+the source identity is given (ArcFace embedding, possibly projected or converted, or an aligned source image),
+and the output's range. A file is accepted for an engine only if its input/output names and shapes are that
+engine's; anything else is a ``MODEL_MISMATCH`` error, never a silently wrong face.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from ..analysis.types import Face
+from ..errors import ErrorCode, FacefuseError
+from ..geometry import align
+from ..geometry.regions import FACE_OVAL, LEFT_EYE, LIPS_INNER, RIGHT_EYE, feather, polygon_mask, shrink
+from ..models import ModelStore, sha256_of
+from ..runtime import Runtime
+from .engine import FusionOptions, RenderedFace, SourceFace
+from .recognizer import RECOGNIZERS, Recognizer, l2_normalise
+from .templates import IMAGENET, SYMMETRIC, UNIT, PixelNorm, aligned_crop
+
+EMBEDDING = 512
+ARCFACE = "arcface_w600k_r50"
+
+
+@dataclass(frozen=True)
+class SwapperSpec:
+    """``identity``: "emap" (normalised ArcFace × the model's emap, re-normalised, as InsightFace does),
+    "arcface" (normalised ArcFace), "converted" (``converter``(raw ArcFace), normalised),
+    "converted_raw" (``converter``(raw ArcFace) as is), or "image" (an aligned source crop)."""
+
+    template: str
+    size: int
+    target_norm: PixelNorm
+    output_norm: PixelNorm
+    identity: str
+    converter: str | None = None
+    source_template: str = ""
+    source_size: int = 0
+    source_norm: PixelNorm = UNIT
+
+    def source_shape(self) -> tuple[int, ...]:
+        return (3, self.source_size, self.source_size) if self.identity == "image" else (EMBEDDING,)
+
+
+_INSWAPPER = SwapperSpec("arcface-128", 128, UNIT, UNIT, "emap")
+_HYPERSWAP = SwapperSpec("arcface-128", 256, SYMMETRIC, SYMMETRIC, "arcface")
+_GHOST = SwapperSpec("arcface-112-v1", 256, SYMMETRIC, SYMMETRIC, "converted_raw", "crossface_ghost")
+
+SWAPPERS: dict[str, SwapperSpec] = {
+    "inswapper_128": _INSWAPPER,
+    "inswapper_128_fp16": _INSWAPPER,
+    "hyperswap_1a_256": _HYPERSWAP,
+    "hyperswap_1b_256": _HYPERSWAP,
+    "hyperswap_1c_256": _HYPERSWAP,
+    "simswap_256": SwapperSpec("arcface-112-v1", 256, IMAGENET, UNIT, "converted", "crossface_simswap"),
+    "simswap_unofficial_512": SwapperSpec("arcface-112-v1", 512, UNIT, UNIT, "converted", "crossface_simswap"),
+    "ghost_1_256": _GHOST,
+    "ghost_2_256": _GHOST,
+    "ghost_3_256": _GHOST,
+    "blendswap_256": SwapperSpec("ffhq-512", 256, UNIT, UNIT, "image", None, "arcface-112", 112, UNIT),
+    "uniface_256": SwapperSpec("ffhq-512", 256, SYMMETRIC, SYMMETRIC, "image", None, "ffhq-512", 256, UNIT),
+}
+
+
+def _dims(shape: list[Any]) -> tuple[Any, ...]:
+    """Shape without the batch axis; dynamic axes as None."""
+    return tuple(d if isinstance(d, int) else None for d in shape[1:])
+
+
+def signature(session: Any) -> dict[str, Any]:
+    return {"inputs": {i.name: _dims(i.shape) for i in session.get_inputs()},
+            "outputs": [_dims(o.shape) for o in session.get_outputs()]}
+
+
+def matches(spec: SwapperSpec, found: dict[str, Any]) -> bool:
+    inputs, outputs = found["inputs"], found["outputs"]
+    return (set(inputs) == {"target", "source"}
+            and inputs["target"] == (3, spec.size, spec.size)
+            and inputs["source"] == spec.source_shape()
+            and bool(outputs) and outputs[0] == (3, spec.size, spec.size))
+
+
+def check_signature(name: str, session: Any) -> None:
+    """Route a file to ``name``'s handler only if its inputs/outputs are that handler's."""
+    spec = SWAPPERS[name]
+    found = signature(session)
+    if not matches(spec, found):
+        fits = [other for other, s in SWAPPERS.items() if matches(s, found)]
+        raise FacefuseError(
+            ErrorCode.MODEL_MISMATCH, f"the model file does not have the inputs/outputs of '{name}'",
+            f"this file fits: {', '.join(fits)}" if fits else "this file is not one of the supported swappers",
+            {"engine": name, "expected": {"target": [3, spec.size, spec.size], "source": list(spec.source_shape()),
+                                          "output": [3, spec.size, spec.size]},
+             "found": {"inputs": {k: list(v) for k, v in found["inputs"].items()},
+                       "outputs": [list(o) for o in found["outputs"]]}, "fits": fits})
+
+
+def load_emap(path: Path) -> np.ndarray:
+    """inswapper's identity projection: its last initializer, 512×512 (InsightFace reads it the same way)."""
+    graph = onnx.load(str(path)).graph
+    emap = numpy_helper.to_array(graph.initializer[-1]) if graph.initializer else np.zeros(0)
+    if emap.shape != (EMBEDDING, EMBEDDING):
+        raise FacefuseError(ErrorCode.MODEL_MISMATCH, f"{path.name} has no 512×512 emap as its last initializer",
+                            "use the published inswapper_128 file", {"found": list(emap.shape)})
+    return emap.astype(np.float32)
+
+
+def face_masks(points: np.ndarray, size: int, feature: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mask, keep_target, region) in crop pixels from the target's 468 points mapped into the crop."""
+    edge = size / 40.0
+    mask = feather(polygon_mask(shrink(points[FACE_OVAL], 0.95), size), edge)
+    keep = np.maximum.reduce([polygon_mask(points[group], size) for group in (LIPS_INNER, LEFT_EYE, RIGHT_EYE)])
+    region = feather(polygon_mask(points[FACE_OVAL], size), edge)
+    return mask * feature, feather(keep, edge / 4), np.maximum(region, mask)
+
+
+class SwapperEngine:
+    """One swapper model plus what makes its source input (recognizer, emap or converter)."""
+
+    def __init__(self, name: str, session: Any, recognizer: Recognizer | None = None,
+                 converter: Any | None = None, emap: np.ndarray | None = None) -> None:
+        self.name = name
+        self.spec = SWAPPERS[name]
+        check_signature(name, session)
+        self.session = session
+        self.recognizer = recognizer
+        self.converter = converter
+        self.emap = emap
+        self.dynamic_batch = not isinstance(session.get_inputs()[0].shape[0], int)
+
+    # -- source ----------------------------------------------------------------------------------------------
+
+    def source_input(self, image: np.ndarray, face: Face) -> np.ndarray:
+        """The ``source`` tensor [1, ...] for this face, per the model's published contract."""
+        spec = self.spec
+        if spec.identity == "image":
+            crop, _ = aligned_crop(image, face.keypoints, spec.source_template, spec.source_size)
+            return spec.source_norm.to_tensor(crop)
+        assert self.recognizer is not None
+        raw = self.recognizer.embed(image, [face.keypoints]).astype(np.float32)
+        if spec.identity == "emap":
+            assert self.emap is not None
+            return l2_normalise(l2_normalise(raw) @ self.emap)
+        if spec.identity == "arcface":
+            return l2_normalise(raw)
+        assert self.converter is not None
+        converted = self.converter.run(None, {self.converter.get_inputs()[0].name: raw})[0].reshape(1, -1)
+        return converted if spec.identity == "converted_raw" else l2_normalise(converted)
+
+    def prepare_source(self, image: np.ndarray, face: Face) -> SourceFace:
+        return SourceFace(face, {"source": self.source_input(image, face).astype(np.float32)})
+
+    # -- target ----------------------------------------------------------------------------------------------
+
+    def swap(self, source: np.ndarray, crops: np.ndarray) -> np.ndarray:
+        """(N, S, S, 3) aligned target crops → (N, S, S, 3) swapped crops; one run when the batch is dynamic."""
+        target = self.spec.target_norm.to_tensor(crops)
+        if self.dynamic_batch:
+            output = self.session.run(None, {"target": target, "source": np.repeat(source, len(crops), axis=0)})[0]
+        else:
+            output = np.concatenate([self.session.run(None, {"target": t[None], "source": source})[0]
+                                     for t in target])
+        return self.spec.output_norm.from_tensor(output)
+
+    def render_many(self, source: SourceFace, target_image: np.ndarray, faces: list[Face],
+                    options: FusionOptions) -> list[RenderedFace]:
+        size = self.spec.size
+        crops, matrices = zip(*(aligned_crop(target_image, f.keypoints, self.spec.template, size) for f in faces))
+        swapped = self.swap(source.payload["source"], np.stack(crops))
+        rendered = []
+        for face, crop, matrix, out in zip(faces, crops, matrices, swapped):
+            if face.landmarks is None:
+                raise FacefuseError(ErrorCode.NO_FACE, "the target face has no landmarks for the blend mask",
+                                    "analyse the target with the default pipeline", {})
+            points = align.apply(matrix, face.landmarks)[:, :2]
+            mask, keep, region = face_masks(points, size, options.feature_degree / 100.0)
+            rendered.append(RenderedFace(crop=out, target_crop=crop, mask=mask, matrix=matrix, keep_target=keep,
+                                         region=region))
+        return rendered
+
+    def render(self, source: SourceFace, target_image: np.ndarray, target_face: Face,
+               options: FusionOptions) -> RenderedFace:
+        return self.render_many(source, target_image, [target_face], options)[0]
+
+
+def model_file(store: ModelStore, name: str, path: Path | None, allow_unknown: bool) -> Path:
+    """The registry's verified file, or a local file that is the published one (or explicitly allowed)."""
+    if path is None:
+        return store.ensure(name)
+    if not path.is_file():
+        raise FacefuseError(ErrorCode.MODEL_MISSING, f"model file {path} does not exist", "check --model-path",
+                            {"path": str(path)})
+    expected = store.registry.get(name).sha256
+    digest = sha256_of(path)
+    if digest != expected and not allow_unknown:
+        known = f"the published file's SHA-256 is {expected}" if expected else "no published SHA-256 is recorded"
+        raise FacefuseError(ErrorCode.MODEL_MISMATCH, f"{path.name} is not a file the registry knows for '{name}'",
+                            f"{known}; pass --allow-unknown-model to use it anyway",
+                            {"model": name, "sha256": digest, "expected": expected})
+    return path
+
+
+@dataclass(frozen=True)
+class SwapperFiles:
+    """Local files overriding the registry's (``--model-path``); unknown hashes need ``allow_unknown``."""
+
+    model: Path | None = None
+    recognizer: Path | None = None
+    converter: Path | None = None
+    allow_unknown: bool = False
+
+
+def make_swapper(name: str, store: ModelStore, runtime: Runtime, files: SwapperFiles | None = None) -> SwapperEngine:
+    if name not in SWAPPERS:
+        raise FacefuseError(ErrorCode.INVALID_OPTION, f"unknown swapper '{name}'",
+                            f"choose one of: {', '.join(SWAPPERS)}", {"engine": name})
+    files = files or SwapperFiles()
+    spec = SWAPPERS[name]
+    path = model_file(store, name, files.model, files.allow_unknown)
+    session = runtime.session(path)
+    check_signature(name, session)  # before fetching the recognizer: a wrong file is the error to report
+    if spec.identity == "image":
+        return SwapperEngine(name, session)
+    recognizer = Recognizer(runtime.session(model_file(store, ARCFACE, files.recognizer, files.allow_unknown)),
+                            RECOGNIZERS[ARCFACE])
+    converter = (runtime.session(model_file(store, spec.converter, files.converter, files.allow_unknown))
+                 if spec.converter else None)
+    emap = load_emap(path) if spec.identity == "emap" else None
+    return SwapperEngine(name, session, recognizer, converter, emap)

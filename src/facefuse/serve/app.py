@@ -1,0 +1,96 @@
+"""The app factory: ``create_app(settings)`` builds one independent service (its own metrics, queue and models).
+
+Why a factory and not a module-level app: tests and embedders can run several differently configured services in
+one process, and nothing is loaded at import time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib.metadata import version
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from swagger_ui_bundle import swagger_ui_path
+
+from ..config import StoreConfig
+from .batcher import Batcher
+from .http_errors import install_error_handlers
+from .metrics import ServiceMetrics
+from .middleware import RequestContext
+from .routes import api, ops
+from .settings import ServeSettings
+from .state import ServiceState
+from .web import WEB_DIR
+
+
+class SecurityHeaders:
+    """Headers every answer carries: browsers must not guess content types nor leak the page address."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = list(message.get("headers", [])) + [
+                    (b"x-content-type-options", b"nosniff"),
+                    (b"referrer-policy", b"no-referrer"),
+                ]
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers if scope["type"] == "http" else send)
+
+
+def _serve_docs_offline(app: FastAPI) -> None:
+    """Swagger UI from the installed swagger-ui-bundle package instead of FastAPI's default CDN, so /docs works
+    on a machine without internet like everything else here."""
+    app.mount("/docs-assets", StaticFiles(directory=swagger_ui_path), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url=app.openapi_url or "/openapi.json", title="facefuse API",
+                                   swagger_js_url="/docs-assets/swagger-ui-bundle.js",
+                                   swagger_css_url="/docs-assets/swagger-ui.css",
+                                   swagger_favicon_url="/docs-assets/favicon-32x32.png")
+
+
+def create_app(settings: ServeSettings | None = None, *, store: StoreConfig | None = None) -> FastAPI:
+    settings = settings or ServeSettings()
+    metrics = ServiceMetrics(settings.max_batch)
+    state = ServiceState(settings=settings, store=store or StoreConfig(), metrics=metrics)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        state.batcher = Batcher(workers=settings.workers, max_batch=settings.max_batch,
+                                max_wait_ms=settings.max_wait_ms, queue_size=settings.queue_size, metrics=metrics)
+        state.batcher.start()
+        loading = asyncio.get_running_loop().run_in_executor(None, state.load_models)
+        try:
+            yield
+        finally:
+            await state.batcher.stop()
+            await asyncio.gather(loading, return_exceptions=True)  # a load in progress finishes first
+
+    app = FastAPI(title="facefuse", version=version("facefuse"), lifespan=lifespan, docs_url=None, redoc_url=None,
+                  description="Offline face fusion. Results are AI-generated and labelled as such; "
+                              "fusing someone's face needs their consent.")
+    app.state.service = state
+    install_error_handlers(app)
+    app.include_router(api)
+    app.include_router(ops)
+    app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
+    _serve_docs_offline(app)
+    if settings.cors_origin:
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origin, allow_methods=["GET", "POST"],
+                           allow_headers=["Authorization", "Content-Type", "X-Request-ID"],
+                           expose_headers=["Server-Timing", "X-Request-ID", "Retry-After"])
+    app.add_middleware(SecurityHeaders)
+    app.add_middleware(RequestContext, metrics=metrics)
+    return app

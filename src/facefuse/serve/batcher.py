@@ -1,0 +1,215 @@
+"""Admission, batching and off-loop execution of the CPU-heavy work of requests.
+
+Why this shape:
+
+* Admission is bounded (``queue_size`` requests admitted but not started). A full queue answers 429 at once, so a
+  burst degrades into fast refusals with ``Retry-After`` instead of a pile of connections that all time out.
+* A scheduler task groups waiting requests into batches of up to ``max_batch``, waiting at most ``max_wait_ms`` for
+  a batch to fill. A lone request therefore waits only ``max_wait_ms`` (2 ms by default), while a peak is handed to
+  the workers in groups, and the batch-size histogram shows how bursty the traffic was.
+* Work runs in a thread pool sized to the cores, never on the event loop, so health checks, metrics and 429s stay
+  instant while every core is busy. ONNX Runtime releases the GIL, so threads give real parallelism; the runtime
+  divides its own threads by the worker count (``RuntimeConfig.concurrency``) so they don't oversubscribe.
+* At most ``ceil(workers / max_batch) + 1`` batches are in flight: enough to keep every worker busy with one batch
+  formed ahead, few enough that work is not handed to the pool long before a worker can take it. A job whose client
+  went away or whose deadline passed is dropped when a worker reaches it, before any work is done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from ..errors import ErrorCode, FacefuseError
+from .metrics import ServiceMetrics
+
+T = TypeVar("T")
+
+
+class ClientGone(Exception):
+    """The client disconnected before its answer was ready; there is nobody to answer."""
+
+
+@dataclass(eq=False)
+class Job:
+    """One request's unit of work and its bookkeeping (times from :func:`time.monotonic`)."""
+
+    work: Callable[[], Any]
+    deadline: float
+    future: asyncio.Future[Any]
+    admitted: float = field(default_factory=time.monotonic)
+    started: float | None = None
+    abandoned: str | None = None  # why nobody waits for the result any more: "disconnected" or "deadline"
+
+
+@dataclass(frozen=True)
+class Outcome(Generic[T]):
+    value: T
+    queued_ms: float
+
+
+class Batcher:
+    """Bounded queue → scheduler forming batches → thread pool; ``run`` is what a request handler awaits."""
+
+    def __init__(self, *, workers: int, max_batch: int, max_wait_ms: float, queue_size: int,
+                 metrics: ServiceMetrics) -> None:
+        self.workers = workers
+        self.max_batch = max_batch
+        self.max_wait_s = max_wait_ms / 1000.0
+        self.queue_size = queue_size
+        self.metrics = metrics
+        self._queue: asyncio.Queue[Job] = asyncio.Queue()
+        self._lock = threading.Lock()  # guards _pending and Job.started/abandoned across loop and workers
+        self._pending = 0  # admitted and not started (in the queue, in a forming batch, or waiting in the pool)
+        self._lanes = asyncio.Semaphore(math.ceil(workers / max_batch) + 1)
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="facefuse-worker")
+        self._scheduler: asyncio.Task[None] | None = None
+        self._batches: set[asyncio.Task[None]] = set()
+        self._service_s = 0.2  # running estimate of one job's duration, for Retry-After
+
+    def start(self) -> None:
+        self._scheduler = asyncio.get_running_loop().create_task(self._schedule(), name="facefuse-scheduler")
+
+    async def stop(self) -> None:
+        if self._scheduler:
+            self._scheduler.cancel()
+            await asyncio.gather(self._scheduler, return_exceptions=True)
+        while not self._queue.empty():
+            job = self._queue.get_nowait()
+            if not job.future.done():
+                job.future.set_exception(FacefuseError(ErrorCode.NOT_READY, "the server is shutting down",
+                                                       "retry in a moment"))
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    @property
+    def pending(self) -> int:
+        return self._pending
+
+    def retry_after_s(self) -> int:
+        """Seconds until the queue has likely drained enough to admit a new request."""
+        return max(1, math.ceil(self._pending * self._service_s / self.workers))
+
+    async def run(self, work: Callable[[], T], *, deadline: float,
+                  disconnected: Callable[[], Awaitable[None]] | None = None) -> Outcome[T]:
+        """Run ``work`` in the pool; raises QUEUE_FULL (full), DEADLINE_EXCEEDED or :class:`ClientGone`."""
+        job = self._admit(work, deadline)
+        watcher = asyncio.ensure_future(disconnected()) if disconnected else None
+        waiting: set[asyncio.Future[Any]] = {job.future} | ({watcher} if watcher else set())
+        try:
+            done, _ = await asyncio.wait(waiting, timeout=max(0.0, deadline - time.monotonic()),
+                                         return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if watcher:
+                watcher.cancel()
+        if job.future in done:
+            queued = ((job.started or job.admitted) - job.admitted) * 1000
+            return Outcome(job.future.result(), queued)
+        reason = "disconnected" if watcher in done else "deadline"
+        self._abandon(job, reason)
+        raise self._abandoned_error(job, reason)
+
+    @staticmethod
+    def _abandoned_error(job: Job, reason: str) -> Exception:
+        if reason == "disconnected":
+            return ClientGone()
+        return FacefuseError(ErrorCode.DEADLINE_EXCEEDED,
+                             f"no answer within the {(job.deadline - job.admitted) * 1000:.0f} ms deadline",
+                             "the server is busy: retry later, or send smaller photos",
+                             {"started": job.started is not None})
+
+    def _admit(self, work: Callable[[], Any], deadline: float) -> Job:
+        if self._pending >= self.queue_size:
+            self.metrics.rejected.inc()
+            raise FacefuseError(ErrorCode.QUEUE_FULL, f"the server is busy ({self._pending} requests waiting)",
+                                f"retry after {self.retry_after_s()} s",
+                                {"retry_after_s": self.retry_after_s(), "queue_size": self.queue_size})
+        job = Job(work, deadline, asyncio.get_running_loop().create_future())
+        # a result or error nobody waits for any more must not be logged as "never retrieved"
+        job.future.add_done_callback(lambda f: f.cancelled() or f.exception())
+        with self._lock:
+            self._pending += 1
+            pending = self._pending
+        self.metrics.queue_depth.set(pending)
+        self._queue.put_nowait(job)
+        return job
+
+    def _abandon(self, job: Job, reason: str) -> None:
+        with self._lock:
+            if job.abandoned is None:
+                job.abandoned = reason  # if a worker already started it, the result is simply discarded
+
+    async def _schedule(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._lanes.acquire()
+            batch = [await self._queue.get()]
+            close_at = loop.time() + self.max_wait_s
+            while len(batch) < self.max_batch:
+                try:
+                    batch.append(self._queue.get_nowait())
+                    continue
+                except asyncio.QueueEmpty:
+                    pass
+                remaining = close_at - loop.time()
+                if remaining <= 0:
+                    break
+                try:
+                    batch.append(await asyncio.wait_for(self._queue.get(), remaining))
+                except asyncio.TimeoutError:
+                    break
+            self.metrics.batch_size.observe(len(batch))
+            task = loop.create_task(self._run_batch(batch))
+            self._batches.add(task)
+            task.add_done_callback(self._batches.discard)
+
+    async def _run_batch(self, batch: list[Job]) -> None:
+        try:
+            await asyncio.gather(*(self._run_job(job) for job in batch))
+        finally:
+            self._lanes.release()
+
+    async def _run_job(self, job: Job) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            value = await loop.run_in_executor(self._pool, self._execute, job)
+        except BaseException as exc:
+            if not job.future.done():
+                job.future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+        else:
+            if not job.future.done():
+                job.future.set_result(value)
+
+    def _execute(self, job: Job) -> Any:
+        """Runs in a worker thread: skip abandoned or late jobs, else do the work and keep the timing estimate."""
+        dropped = self._claim(job)
+        if dropped is not None:
+            raise self._abandoned_error(job, dropped)  # answers a handler that is still waiting, if any
+        start = time.monotonic()
+        try:
+            return job.work()
+        finally:
+            self._service_s = 0.8 * self._service_s + 0.2 * (time.monotonic() - start)
+
+    def _claim(self, job: Job) -> str | None:
+        """Mark ``job`` started; the reason when it must be dropped instead (it is then counted as dropped)."""
+        now = time.monotonic()
+        with self._lock:
+            job.started = now
+            self._pending -= 1
+            pending = self._pending
+            if job.abandoned is None and now >= job.deadline:
+                job.abandoned = "deadline"
+            reason = job.abandoned
+        self.metrics.queue_depth.set(pending)
+        self.metrics.queue_wait.observe(now - job.admitted)
+        if reason is not None:
+            self.metrics.dropped.labels(reason).inc()
+        return reason

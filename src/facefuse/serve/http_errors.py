@@ -1,0 +1,89 @@
+"""Every failure becomes ``{"error": {"code", "message", "hint", "details"}}`` with the status from the one table.
+
+Statuses come only from :data:`facefuse.errors.ERROR_TABLE`. Framework errors (unknown route, wrong method,
+malformed parameters) are translated into the same shape, and anything unexpected becomes a logged ``INTERNAL``
+answer whose body names the request id, never a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
+
+from ..errors import ErrorCode, FacefuseError
+from .batcher import ClientGone
+
+log = logging.getLogger("facefuse.serve")
+
+CLIENT_CLOSED = 499  # nginx's convention: the client went away before its answer; only the metrics see it
+
+_FRAMEWORK_CODES = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED, 401: ErrorCode.UNAUTHORIZED}
+
+
+def validation_problems(errors: Sequence[Any]) -> list[dict[str, str]]:
+    """pydantic's error list as field → problem pairs a client can show next to its form fields."""
+    return [{"field": ".".join(str(p) for p in e["loc"]), "problem": str(e["msg"])} for e in errors]
+
+
+def error_response(exc: FacefuseError, request_id: str | None = None) -> JSONResponse:
+    headers: dict[str, str] = {}
+    if exc.code is ErrorCode.QUEUE_FULL:
+        headers["Retry-After"] = str(exc.details.get("retry_after_s", 1))
+    if exc.code is ErrorCode.UNAUTHORIZED:
+        headers["WWW-Authenticate"] = "Bearer"
+    if request_id:
+        headers["X-Request-ID"] = request_id
+    body = {"error": exc.to_dict(), "request_id": request_id}
+    return JSONResponse(body, status_code=exc.http_status, headers=headers)
+
+
+def _request_id(request: Request) -> str | None:
+    return getattr(request.state, "request_id", None)
+
+
+async def _facefuse_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, FacefuseError)
+    return error_response(exc, _request_id(request))
+
+
+async def _framework_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = _FRAMEWORK_CODES.get(exc.status_code, ErrorCode.BAD_REQUEST)
+    return error_response(FacefuseError(code, str(exc.detail), "see /docs for the endpoints and their methods"),
+                          _request_id(request))
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    return error_response(FacefuseError(ErrorCode.BAD_REQUEST, "the request does not match the API",
+                                        "see /docs", {"problems": validation_problems(exc.errors())}),
+                          _request_id(request))
+
+
+async def _client_gone(request: Request, exc: Exception) -> Response:
+    """The client hung up (while uploading, or while its work waited): nobody reads the answer."""
+    return Response(status_code=CLIENT_CLOSED)
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    request_id = _request_id(request)
+    log.exception("request %s failed unexpectedly", request_id, exc_info=exc)
+    return error_response(FacefuseError(ErrorCode.INTERNAL, f"unexpected {type(exc).__name__} on the server",
+                                        "report the request id to the operator; the log has the details"),
+                          request_id)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(FacefuseError, _facefuse_error)
+    app.add_exception_handler(StarletteHTTPException, _framework_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(ClientGone, _client_gone)
+    app.add_exception_handler(ClientDisconnect, _client_gone)
+    app.add_exception_handler(Exception, _unexpected)

@@ -1,0 +1,176 @@
+"""HTTP endpoints: parse, queue the CPU work through the batcher, answer. No fusion logic lives here."""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import time
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import FileResponse, JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from ..analysis.select import parse_face_choice, select_faces
+from ..analysis.types import ImageAnalysis
+from ..errors import ErrorCode, FacefuseError
+from ..fusion.engine import FusionOptions
+from ..imageio import MEDIA_TYPES, output_format
+from ..pipeline import FusionResult, validate_options
+from .negotiation import image_format_wanted
+from .state import ServiceState
+from .uploads import DetectJSON, FuseJSON, FuseOptionsIn, parse_detect, parse_fuse, read_body
+from .web import CONTENT_SECURITY_POLICY, WEB_DIR
+
+
+def service(request: Request) -> ServiceState:
+    state: ServiceState = request.app.state.service
+    return state
+
+
+def require_key(request: Request) -> None:
+    """Bearer API key, compared in constant time; a no-op when the service has no key configured."""
+    key = service(request).settings.api_key
+    if key is None:
+        return
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not secrets.compare_digest(given.strip().encode(), key.get_secret_value().encode()):
+        raise FacefuseError(ErrorCode.UNAUTHORIZED, "missing or wrong API key",
+                            "send the header 'Authorization: Bearer <key>' with the key the operator gave you")
+
+
+api = APIRouter(prefix="/v1", dependencies=[Depends(require_key)], tags=["fusion"])
+ops = APIRouter(tags=["operations"])
+
+
+def _multipart_or_json(files: dict[str, str], json_model: type[Any], form_model: type[Any] | None) -> dict[str, Any]:
+    """OpenAPI request body documenting both accepted encodings (the handler parses the body itself)."""
+    form_schema = form_model.model_json_schema() if form_model else {"type": "object", "properties": {}}
+    form_schema = {**form_schema, "properties": {**{name: {"type": "string", "format": "binary", "description": text}
+                                                    for name, text in files.items()},
+                                                 **form_schema.get("properties", {})},
+                   "required": list(files)}
+    return {"requestBody": {"required": True, "content": {
+        "multipart/form-data": {"schema": form_schema},
+        "application/json": {"schema": json_model.model_json_schema()},
+    }}}
+
+
+async def _disconnect(request: Request) -> None:
+    """Returns when the client has gone (the body is already read, so the next ASGI message is the disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+def _server_timing(timings_ms: dict[str, float]) -> str:
+    return ", ".join(f"{name};dur={ms:.1f}" for name, ms in timings_ms.items())
+
+
+@api.post("/fuse", summary="Fuse the source face into the target photo",
+          openapi_extra=_multipart_or_json({"source": "identity photo", "target": "pose/scene photo"},
+                                           FuseJSON, FuseOptionsIn),
+          responses={200: {"content": {"image/jpeg": {}, "image/png": {}, "image/webp": {}},
+                           "description": "the image when Accept names an image type, else JSON"}})
+async def fuse(request: Request) -> Response:
+    state = service(request)
+    fuser, batcher = state.require_ready()
+    deadline = time.monotonic() + state.settings.deadline_s
+    body = await read_body(request, state.settings.max_body_bytes)
+    upload = await run_in_threadpool(parse_fuse, request, body)  # a large JSON body must not stall the loop
+    given = upload.options
+    options = FusionOptions(profile_degree=given.profile_degree, feature_degree=given.feature_degree,
+                            target_face=parse_face_choice(given.target_face), visible_label=given.visible_label,
+                            engine=state.settings.engine)
+    validate_options(options)
+    as_image, accepted_format = image_format_wanted(request.headers.get("accept", ""))
+    fmt = output_format(given.output_format or accepted_format or "jpeg")
+
+    def work() -> tuple[FusionResult, bytes, float]:
+        result = fuser.fuse(upload.source, upload.target, options)
+        start = time.perf_counter()
+        data = result.encode(fmt, given.quality)
+        return result, data, (time.perf_counter() - start) * 1000
+
+    outcome = await batcher.run(work, deadline=deadline, disconnected=lambda: _disconnect(request))
+    result, data, encode_ms = outcome.value
+    timings = {"queue": outcome.queued_ms, **result.timings_ms, "encode": encode_ms}
+    state.metrics.observe_stages(timings)
+    request_id = request.state.request_id
+    headers = {"Server-Timing": _server_timing(timings)}
+    if as_image:
+        headers["Content-Disposition"] = f'inline; filename="fused-{request_id}.{fmt.lower()}"'
+        return Response(data, media_type=MEDIA_TYPES[fmt], headers=headers)
+    return JSONResponse({"image_base64": base64.b64encode(data).decode(), "format": fmt.lower(),
+                         "media_type": MEDIA_TYPES[fmt], **result.to_dict(),
+                         "timings_ms": {k: round(v, 2) for k, v in timings.items()}, "request_id": request_id},
+                        headers=headers)
+
+
+def quality_verdict(analysis: ImageAnalysis, role: str) -> dict[str, Any]:
+    """Would this photo be accepted as-is? Same rule and wording as fusion (the largest face and the gate)."""
+    try:
+        select_faces(analysis, "largest", allow_all=False)
+    except FacefuseError as exc:
+        reason = exc if role == "image" else exc.about(role)
+        return {"accepted": False, "code": reason.code.value, "message": reason.message, "hint": reason.hint}
+    return {"accepted": True, "code": None, "message": "the photo can be used", "hint": ""}
+
+
+@api.post("/detect", summary="Faces and the quality verdict of one photo, without fusing",
+          openapi_extra=_multipart_or_json({"image": "the photo"}, DetectJSON, None))
+async def detect(request: Request) -> Response:
+    state = service(request)
+    fuser, batcher = state.require_ready()
+    deadline = time.monotonic() + state.settings.deadline_s
+    body = await read_body(request, state.settings.max_body_bytes)
+    upload = await run_in_threadpool(parse_detect, request, body)
+
+    def work() -> dict[str, Any]:
+        analysis = fuser.analyze(upload.image, upload.role)
+        return {**analysis.to_dict(with_landmarks=False), "verdict": quality_verdict(analysis, upload.role)}
+
+    outcome = await batcher.run(work, deadline=deadline, disconnected=lambda: _disconnect(request))
+    report = outcome.value
+    report["timings_ms"] = {"queue": round(outcome.queued_ms, 2), **report["timings_ms"]}
+    state.metrics.observe_stages(report["timings_ms"])
+    return JSONResponse({**report, "request_id": request.state.request_id},
+                        headers={"Server-Timing": _server_timing(report["timings_ms"])})
+
+
+@api.get("/models", summary="Models known to this server and which are loaded")
+async def models(request: Request) -> dict[str, Any]:
+    state = service(request)
+    fuser, _ = state.require_ready()
+    return {
+        "detector": fuser.config.analysis.detector,
+        "engine": state.settings.engine,
+        "providers": fuser.runtime.providers,
+        "models": [{"name": e.name, "task": e.task.value, "licence": e.licence_note, "default": e.default,
+                    "cached": fuser.store.cached_path(e.name).exists(), "description": e.description}
+                   for e in fuser.store.registry],
+    }
+
+
+@ops.get("/healthz", summary="The process is up")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@ops.get("/readyz", summary="The models are loaded and requests are accepted")
+async def readyz(request: Request) -> dict[str, Any]:
+    state = service(request)
+    state.require_ready()
+    return {"status": "ready", "ready_after_s": round(state.ready_after_s or 0.0, 3),
+            "queue": {"pending": state.batcher.pending if state.batcher else 0,
+                      "size": state.settings.queue_size}}
+
+
+@ops.get("/metrics", summary="Prometheus metrics")
+async def metrics(request: Request) -> Response:
+    return Response(service(request).metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+@ops.get("/", include_in_schema=False)
+async def index() -> FileResponse:
+    return FileResponse(WEB_DIR / "index.html", media_type="text/html; charset=utf-8",
+                        headers={"Content-Security-Policy": CONTENT_SECURITY_POLICY})

@@ -1,0 +1,74 @@
+"""Service settings: one pydantic-settings object, filled from ``FACEFUSE_*`` environment variables and the CLI.
+
+Why pydantic-settings: the same names work in a shell, a systemd unit or a container, and every value is
+validated before the server binds, so a typo in ``FACEFUSE_PORT`` fails at start-up rather than at the first request.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from ..config import AnalysisConfig, ImageLimits, RuntimeConfig, StoreConfig
+from ..fusion.engine import FusionOptions
+from ..pipeline import FuserConfig
+
+
+def _cores() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+class ServeSettings(BaseSettings):
+    """Everything ``facefuse serve`` can be told; each field is also ``FACEFUSE_<NAME>`` in the environment."""
+
+    model_config = SettingsConfigDict(env_prefix="FACEFUSE_", extra="ignore", frozen=True)
+
+    host: str = Field("127.0.0.1", description="address to bind; loopback unless you mean to expose the service")
+    port: int = Field(8000, ge=0, le=65535, description="TCP port (0 picks a free one)")
+    max_batch: int = Field(2, ge=1, le=64, description="most requests the scheduler groups into one batch")
+    max_wait_ms: float = Field(2.0, ge=0, le=1000,
+                               description="longest a batch waits for more requests once its first one arrived")
+    queue_size: int = Field(32, ge=1, le=10_000, description="requests waiting beyond this are refused with 429")
+    workers: int = Field(default_factory=_cores, ge=1, le=256,
+                         description="worker threads for CPU-heavy stages (default: the cores available)")
+    deadline_ms: float = Field(10_000, gt=0, description="per-request deadline; later answers become 504")
+    api_key: SecretStr | None = Field(None, description="if set, /v1/* require 'Authorization: Bearer <key>'")
+    cors_origin: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="comma-separated origins allowed by CORS (off when empty)")
+    max_body_mb: float = Field(32.0, gt=0, description="largest request body; refused with 413 while reading")
+    max_image_mb: float = Field(12.0, gt=0, description="largest single image after base64 decoding")
+    max_pixels: int = Field(25_000_000, gt=0, description="largest image in pixels (checked from the header)")
+    detector: str = Field(AnalysisConfig.detector, description="face detector used by the service")
+    engine: str = Field(FusionOptions.engine, description="fusion engine: mesh, or a neural swapper whose model is "
+                                                          "installed (see `facefuse models list`)")
+    providers: str = Field("", description="comma-separated ONNX Runtime providers in order of preference")
+
+    @field_validator("cors_origin", mode="before")
+    @classmethod
+    def _split_origins(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [origin.strip() for origin in value.split(",") if origin.strip()]
+        return value
+
+    @property
+    def max_body_bytes(self) -> int:
+        return int(self.max_body_mb * 1024 * 1024)
+
+    @property
+    def deadline_s(self) -> float:
+        return self.deadline_ms / 1000.0
+
+    def image_limits(self) -> ImageLimits:
+        return ImageLimits(max_bytes=int(self.max_image_mb * 1024 * 1024), max_pixels=self.max_pixels)
+
+    def fuser_config(self, store: StoreConfig | None = None) -> FuserConfig:
+        """The library configuration: ONNX Runtime threads are split across ``workers`` so they don't oversubscribe."""
+        providers = tuple(p for p in self.providers.split(",") if p.strip()) or None
+        return FuserConfig(
+            store=store or StoreConfig(),
+            runtime=RuntimeConfig(providers=providers, concurrency=self.workers),
+            analysis=AnalysisConfig(detector=self.detector, limits=self.image_limits()),
+        )

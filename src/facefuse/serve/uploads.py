@@ -1,0 +1,250 @@
+"""Reading request bodies safely: a byte limit enforced while the body streams in, multipart parsed in memory,
+base64 JSON decoded strictly, and options validated into typed values.
+
+Why not Starlette's form parser: it spools file parts over 1 MB to a temporary file, and uploads must never touch
+the disk. python-multipart (the parser Starlette itself uses) is driven directly here with in-memory callbacks.
+Image bytes are never trusted by their declared content type: :func:`facefuse.imageio.decode_image` sniffs them.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from python_multipart import MultipartParser
+from python_multipart.exceptions import MultipartParseError
+from python_multipart.multipart import parse_options_header
+from starlette.requests import Request
+
+from ..errors import ErrorCode, FacefuseError
+from ..fusion.engine import FusionOptions
+from .http_errors import validation_problems
+
+_MAX_PARTS = 16
+_MAX_TEXT_FIELD = 4096
+_DEFAULTS = FusionOptions()
+
+
+def _body_too_large(size: int, limit: int) -> FacefuseError:
+    return FacefuseError(ErrorCode.IMAGE_TOO_LARGE, f"the request body is over {limit / 1e6:.1f} MB",
+                         "send smaller or more compressed photos", {"bytes_read": size, "max_body_bytes": limit})
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The whole body, refusing with 413 as soon as the declared or received size passes ``limit``."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            raise FacefuseError(ErrorCode.BAD_REQUEST, "the Content-Length header is not a number",
+                                "let your HTTP client set it")
+        if int(declared) > limit:
+            raise _body_too_large(int(declared), limit)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _body_too_large(size, limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@dataclass
+class _Part:
+    headers: dict[str, bytes] = field(default_factory=dict)
+    data: bytearray = field(default_factory=bytearray)
+
+    @property
+    def name(self) -> str:
+        _, params = parse_options_header(self.headers.get("content-disposition", b""))
+        return params.get(b"name", b"").decode("utf-8", "replace")
+
+
+def parse_multipart(body: bytes, content_type: str) -> dict[str, bytes]:
+    """Parts of a multipart/form-data body by field name, all in memory."""
+    _, params = parse_options_header(content_type)
+    boundary = params.get(b"boundary")
+    if not boundary:
+        raise FacefuseError(ErrorCode.BAD_REQUEST, "the multipart body has no boundary",
+                            "let your HTTP client build the multipart request")
+    parts: list[_Part] = []
+    header: list[bytes] = [b"", b""]
+    finished: list[bool] = []
+
+    def on_part_begin() -> None:
+        if len(parts) >= _MAX_PARTS:
+            raise FacefuseError(ErrorCode.BAD_REQUEST, f"more than {_MAX_PARTS} form fields",
+                                "send only the documented fields")
+        parts.append(_Part())
+
+    def on_header_end() -> None:
+        parts[-1].headers[header[0].decode("latin-1").lower()] = header[1]
+        header[0], header[1] = b"", b""
+
+    callbacks: Any = {
+        "on_part_begin": on_part_begin,
+        "on_part_data": lambda data, start, end: parts[-1].data.extend(data[start:end]),
+        "on_header_field": lambda data, start, end: header.__setitem__(0, header[0] + data[start:end]),
+        "on_header_value": lambda data, start, end: header.__setitem__(1, header[1] + data[start:end]),
+        "on_header_end": on_header_end,
+        "on_end": lambda: finished.append(True),
+    }
+    parser = MultipartParser(boundary, callbacks)
+    try:
+        parser.write(body)
+        parser.finalize()
+    except MultipartParseError as exc:
+        raise FacefuseError(ErrorCode.BAD_REQUEST, f"the multipart body is malformed ({exc})",
+                            "let your HTTP client build the multipart request") from None
+    if not finished:
+        raise FacefuseError(ErrorCode.BAD_REQUEST, "the multipart body ended before its closing boundary",
+                            "the upload was cut off: send it again")
+    fields: dict[str, bytes] = {}
+    for part in parts:
+        if part.name in fields:
+            raise FacefuseError(ErrorCode.BAD_REQUEST, f"the field '{part.name}' was sent twice",
+                                "send each field once", {"field": part.name})
+        fields[part.name] = bytes(part.data)
+    return fields
+
+
+def decode_base64(value: str, name: str) -> bytes:
+    """Strict base64 (a ``data:`` URL prefix is allowed, as browsers produce them)."""
+    if value.startswith("data:") and "," in value:
+        value = value.split(",", 1)[1]
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise FacefuseError(ErrorCode.BAD_REQUEST, f"'{name}' is not valid base64",
+                            "send the image file's bytes encoded as standard base64", {"field": name}) from None
+
+
+OutputFormat = Literal["jpeg", "jpg", "png", "webp"]
+
+
+class FuseOptionsIn(BaseModel):
+    """Options of ``POST /v1/fuse``, the same in a form and in JSON (defaults are the library's)."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    profile_degree: float = Field(_DEFAULTS.profile_degree, ge=0, le=100, allow_inf_nan=False,
+                                  description="0 keeps the target's face shape, 100 takes the source's")
+    feature_degree: float = Field(_DEFAULTS.feature_degree, ge=0, le=100, allow_inf_nan=False,
+                                  description="0 keeps the target's features and skin, 100 takes the source's")
+    target_face: str = Field(str(_DEFAULTS.target_face), max_length=16,
+                             description="'largest', 'all' or a face index counted from 0, left to right")
+    output_format: OutputFormat | None = Field(None, description="image format; default: from Accept, else jpeg")
+    quality: int = Field(92, ge=1, le=100, description="JPEG/WebP quality")
+    visible_label: bool = Field(True, description="draw the visible 'AI-generated' tag (metadata label is always on)")
+
+
+class FuseJSON(FuseOptionsIn):
+    source: str = Field(description="source photo (identity), base64 or a data: URL")
+    target: str = Field(description="target photo (pose, expression, scene), base64 or a data: URL")
+
+
+class DetectJSON(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    image: str = Field(description="the photo, base64 or a data: URL")
+    role: Literal["source", "target", "image"] = Field("image", description="names the photo in messages")
+
+
+@dataclass(frozen=True)
+class FuseInput:
+    source: bytes
+    target: bytes
+    options: FuseOptionsIn
+
+
+@dataclass(frozen=True)
+class DetectInput:
+    image: bytes
+    role: str
+
+
+def _invalid(exc: ValidationError) -> FacefuseError:
+    first = exc.errors()[0]
+    name = ".".join(str(p) for p in first["loc"]) or "body"
+    code = ErrorCode.BAD_REQUEST if first["type"] == "missing" else ErrorCode.INVALID_OPTION
+    return FacefuseError(code, f"'{name}': {first['msg']}", "see /docs for the fields and their ranges",
+                         {"problems": validation_problems(exc.errors())})
+
+
+def _json_object(body: bytes) -> dict[str, Any]:
+    try:
+        value = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise FacefuseError(ErrorCode.BAD_REQUEST, f"the body is not valid JSON ({exc})",
+                            "send JSON, or multipart/form-data with files") from None
+    if not isinstance(value, dict):
+        raise FacefuseError(ErrorCode.BAD_REQUEST, "the JSON body must be an object", "see /docs for the fields")
+    return value
+
+
+def _text_fields(fields: dict[str, bytes], files: tuple[str, ...]) -> dict[str, str]:
+    texts: dict[str, str] = {}
+    for name, data in fields.items():
+        if name in files:
+            continue
+        if len(data) > _MAX_TEXT_FIELD:
+            raise FacefuseError(ErrorCode.INVALID_OPTION, f"the field '{name}' is too long", "see /docs",
+                                {"field": name})
+        texts[name] = data.decode("utf-8", "replace")
+    return texts
+
+
+def _require_files(fields: dict[str, bytes], names: tuple[str, ...]) -> None:
+    for name in names:
+        if name not in fields:
+            raise FacefuseError(ErrorCode.BAD_REQUEST, f"the '{name}' photo is missing",
+                                f"send it as a file field named '{name}'", {"field": name})
+
+
+def _media_type(request: Request) -> str:
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+def _unsupported_body(media_type: str) -> FacefuseError:
+    if not media_type:
+        return FacefuseError(ErrorCode.BAD_REQUEST, "the request has no body or no Content-Type",
+                             "send multipart/form-data with the photos, or JSON with base64 images")
+    return FacefuseError(ErrorCode.UNSUPPORTED_IMAGE, f"cannot read a '{media_type}' body",
+                         "send multipart/form-data or application/json", {"content_type": media_type})
+
+
+def parse_fuse(request: Request, body: bytes) -> FuseInput:
+    media_type = _media_type(request)
+    try:
+        if media_type == "multipart/form-data":
+            fields = parse_multipart(body, request.headers["content-type"])
+            _require_files(fields, ("source", "target"))
+            options = FuseOptionsIn.model_validate(_text_fields(fields, ("source", "target")))
+            return FuseInput(fields["source"], fields["target"], options)
+        if media_type == "application/json":
+            data = FuseJSON.model_validate(_json_object(body))
+            return FuseInput(decode_base64(data.source, "source"), decode_base64(data.target, "target"), data)
+    except ValidationError as exc:
+        raise _invalid(exc) from None
+    raise _unsupported_body(media_type)
+
+
+def parse_detect(request: Request, body: bytes) -> DetectInput:
+    media_type = _media_type(request)
+    try:
+        if media_type == "multipart/form-data":
+            fields = parse_multipart(body, request.headers["content-type"])
+            _require_files(fields, ("image",))
+            texts = _text_fields(fields, ("image",))
+            data = DetectJSON.model_validate({"image": "", **texts})
+            return DetectInput(fields["image"], data.role)
+        if media_type == "application/json":
+            data = DetectJSON.model_validate(_json_object(body))
+            return DetectInput(decode_base64(data.image, "image"), data.role)
+    except ValidationError as exc:
+        raise _invalid(exc) from None
+    raise _unsupported_body(media_type)

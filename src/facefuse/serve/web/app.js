@@ -1,0 +1,371 @@
+// facefuse web page: plain JavaScript, no dependencies, talks only to this server.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+
+const state = {
+  files: { source: null, target: null },
+  targetFaces: [],
+  targetFace: "largest",
+  resultUrl: null,
+  previewUrls: { source: null, target: null },
+  pending: null, // AbortController of the fusion in flight
+};
+
+// Plain words for the codes a person can act on; anything else shows the server's own message.
+const ABOUT_PHOTO = {
+  NO_FACE: "No face found in the {role} photo",
+  FACE_TOO_SMALL: "The face in the {role} photo is too small",
+  POSE_TOO_LARGE: "The face in the {role} photo is turned too far away",
+  TOO_BLURRY: "The {role} photo is too blurry",
+  LOW_CONFIDENCE: "The face in the {role} photo is hard to make out",
+  FACE_INDEX_OUT_OF_RANGE: "That face is not in the {role} photo",
+  UNSUPPORTED_IMAGE: "The {role} file is not a photo this server can read",
+  CORRUPT_IMAGE: "The {role} photo is damaged or incomplete",
+  IMAGE_TOO_LARGE: "The {role} photo is too large",
+  IMAGE_TOO_SMALL: "The {role} photo is too small",
+};
+const ABOUT_SERVER = {
+  QUEUE_FULL: "The server is busy",
+  DEADLINE_EXCEEDED: "The server took too long",
+  NOT_READY: "The server is still starting",
+  UNAUTHORIZED: "This server needs an API key",
+};
+
+function friendly(error) {
+  const role = error.details && error.details.image;
+  if (role && ABOUT_PHOTO[error.code]) return ABOUT_PHOTO[error.code].replace("{role}", role);
+  if (ABOUT_SERVER[error.code]) return ABOUT_SERVER[error.code];
+  const text = error.message || "Something went wrong";
+  return text.charAt(0).toUpperCase() + text.slice(1);
+}
+
+function showError(error) {
+  $("error-message").textContent = friendly(error) + ".";
+  const hint = error.hint ? error.hint.charAt(0).toUpperCase() + error.hint.slice(1) + "." : "";
+  if (error.code === "UNAUTHORIZED") {
+    $("settings").open = true;
+    $("api-key").focus();
+  }
+  $("error-hint").textContent = hint;
+  $("error").hidden = false;
+}
+
+function clearError() {
+  $("error").hidden = true;
+}
+
+function headers(extra) {
+  const h = Object.assign({ Accept: "application/json" }, extra || {});
+  const key = $("api-key").value.trim();
+  if (key) h.Authorization = "Bearer " + key;
+  return h;
+}
+
+async function post(path, form, signal) {
+  let response;
+  try {
+    response = await fetch(path, { method: "POST", body: form, headers: headers(), signal });
+  } catch (err) {
+    if (err.name === "AbortError") throw err;
+    throw { code: "NETWORK", message: "Could not reach the server", hint: "check that facefuse serve is running" };
+  }
+  let body = null;
+  try {
+    body = await response.json();
+  } catch (_) {
+    body = null;
+  }
+  if (!response.ok) {
+    const error = (body && body.error) || { code: "HTTP_" + response.status, message: "The server answered " + response.status };
+    const retry = response.headers.get("Retry-After");
+    if (retry && !error.hint) error.hint = `try again in ${retry} s`;
+    throw error;
+  }
+  return body;
+}
+
+// ---- inputs ---------------------------------------------------------------------------------------------------
+
+function setFile(role, file) {
+  if (!file) return;
+  state.files[role] = file;
+  if (state.previewUrls[role]) URL.revokeObjectURL(state.previewUrls[role]);
+  state.previewUrls[role] = URL.createObjectURL(file);
+  const img = $(role + "-preview");
+  img.src = state.previewUrls[role];
+  img.hidden = false;
+  $(role + "-drop").classList.add("filled");
+  if (role === "target") {
+    state.targetFace = "largest";
+    state.targetFaces = [];
+    renderFacePicker();
+  }
+  clearError();
+  checkPhoto(role, file);
+  updateButton();
+  if (state.files.source && state.files.target) fuse();
+}
+
+async function checkPhoto(role, file) {
+  const verdict = $(role + "-verdict");
+  verdict.className = "verdict";
+  verdict.textContent = "Looking for faces…";
+  const form = new FormData();
+  form.append("image", file, file.name || role + ".jpg");
+  form.append("role", role);
+  try {
+    const report = await post("/v1/detect", form);
+    if (state.files[role] !== file) return; // replaced meanwhile
+    const n = report.faces.length;
+    if (report.verdict.accepted) {
+      verdict.classList.add("ok");
+      verdict.textContent = n === 1 ? "1 face found" : `${n} faces found`;
+    } else {
+      verdict.classList.add("bad");
+      verdict.textContent = friendly({ code: report.verdict.code, message: report.verdict.message, details: { image: role } }) +
+        (report.verdict.hint ? " — " + report.verdict.hint : "");
+    }
+    if (role === "target") {
+      state.targetFaces = report.faces;
+      renderFacePicker(report.image_size);
+    }
+  } catch (error) {
+    if (state.files[role] !== file) return;
+    verdict.classList.add("bad");
+    verdict.textContent = friendly(error);
+  }
+}
+
+function renderFacePicker(imageSize) {
+  const picker = $("face-picker");
+  const choices = $("face-choices");
+  const boxes = $("target-boxes");
+  choices.replaceChildren();
+  boxes.replaceChildren();
+  const faces = state.targetFaces;
+  picker.hidden = faces.length < 2;
+  if (faces.length < 2) return;
+  const options = [["largest", "Largest"], ["all", "All"]].concat(faces.map((_, i) => [String(i), `Face ${i + 1}`]));
+  for (const [value, text] of options) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.textContent = text;
+    button.dataset.face = value;
+    button.setAttribute("aria-pressed", String(value === String(state.targetFace)));
+    button.addEventListener("click", () => chooseFace(value));
+    choices.appendChild(button);
+  }
+  if (!imageSize) return;
+  const [w, h] = imageSize;
+  faces.forEach((face, i) => {
+    const [x, y, bw, bh] = face.box;
+    const box = document.createElement("span");
+    box.className = "box" + (String(i) === String(state.targetFace) ? " chosen" : "");
+    box.style.left = (100 * x / w) + "%";
+    box.style.top = (100 * y / h) + "%";
+    box.style.width = (100 * bw / w) + "%";
+    box.style.height = (100 * bh / h) + "%";
+    box.textContent = String(i + 1);
+    box.title = `Face ${i + 1}`;
+    box.addEventListener("click", (event) => {
+      event.preventDefault();
+      chooseFace(String(i));
+    });
+    boxes.appendChild(box);
+  });
+}
+
+function chooseFace(value) {
+  state.targetFace = value;
+  renderFacePicker(imageSizeOf($("target-preview")));
+  fuse();
+}
+
+function imageSizeOf(img) {
+  return img.naturalWidth ? [img.naturalWidth, img.naturalHeight] : null;
+}
+
+function wireDrop(role) {
+  const drop = $(role + "-drop");
+  const input = $(role + "-file");
+  input.addEventListener("change", () => setFile(role, input.files[0]));
+  drop.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" || event.key === " ") {
+      event.preventDefault();
+      input.click();
+    }
+  });
+  for (const type of ["dragenter", "dragover"]) {
+    drop.addEventListener(type, (event) => {
+      event.preventDefault();
+      drop.classList.add("over");
+    });
+  }
+  for (const type of ["dragleave", "drop"]) {
+    drop.addEventListener(type, () => drop.classList.remove("over"));
+  }
+  drop.addEventListener("drop", (event) => {
+    event.preventDefault();
+    const file = event.dataTransfer.files[0];
+    if (file) setFile(role, file);
+  });
+}
+
+// ---- camera ---------------------------------------------------------------------------------------------------
+
+let cameraRole = null;
+let cameraStream = null;
+
+function wireCamera() {
+  if (!(navigator.mediaDevices && navigator.mediaDevices.getUserMedia && window.HTMLDialogElement)) return;
+  for (const button of document.querySelectorAll("button.camera")) {
+    button.hidden = false;
+    button.addEventListener("click", () => openCamera(button.dataset.role));
+  }
+  $("camera-shoot").addEventListener("click", shoot);
+  $("camera-cancel").addEventListener("click", closeCamera);
+}
+
+async function openCamera(role) {
+  try {
+    cameraStream = await navigator.mediaDevices.getUserMedia({ video: { facingMode: "user" }, audio: false });
+  } catch (err) {
+    showError({ code: "CAMERA", message: "The camera is not available", hint: "allow camera access, or choose a photo instead" });
+    return;
+  }
+  cameraRole = role;
+  $("camera-video").srcObject = cameraStream;
+  $("camera-dialog").showModal();
+}
+
+function shoot() {
+  const video = $("camera-video");
+  const canvas = document.createElement("canvas");
+  canvas.width = video.videoWidth;
+  canvas.height = video.videoHeight;
+  canvas.getContext("2d").drawImage(video, 0, 0);
+  const role = cameraRole;
+  canvas.toBlob((blob) => {
+    if (blob) setFile(role, new File([blob], role + "-camera.jpg", { type: "image/jpeg" }));
+  }, "image/jpeg", 0.92);
+  closeCamera();
+}
+
+function closeCamera() {
+  if (cameraStream) cameraStream.getTracks().forEach((t) => t.stop());
+  cameraStream = null;
+  $("camera-dialog").close();
+}
+
+// ---- fusion ---------------------------------------------------------------------------------------------------
+
+function updateButton() {
+  $("fuse").disabled = !(state.files.source && state.files.target);
+}
+
+async function fuse() {
+  if (!(state.files.source && state.files.target)) return;
+  if (state.pending) state.pending.abort(); // the newest settings win; the server drops the abandoned request
+  const controller = new AbortController();
+  state.pending = controller;
+  const form = new FormData();
+  form.append("source", state.files.source, state.files.source.name || "source.jpg");
+  form.append("target", state.files.target, state.files.target.name || "target.jpg");
+  form.append("profile_degree", $("profile").value);
+  form.append("feature_degree", $("feature").value);
+  form.append("target_face", String(state.targetFace));
+  form.append("output_format", $("format").value);
+  form.append("visible_label", $("visible-label").checked ? "true" : "false");
+  $("busy").hidden = false;
+  clearError();
+  const started = performance.now();
+  try {
+    const answer = await post("/v1/fuse", form, controller.signal);
+    showResult(answer, performance.now() - started);
+  } catch (error) {
+    if (error && error.name === "AbortError") return;
+    clearResult(); // an older result would no longer match the chosen photos and settings
+    showError(error);
+  } finally {
+    if (state.pending === controller) {
+      state.pending = null;
+      $("busy").hidden = true;
+    }
+  }
+}
+
+function showResult(answer, roundTripMs) {
+  const bytes = Uint8Array.from(atob(answer.image_base64), (c) => c.charCodeAt(0));
+  const blob = new Blob([bytes], { type: answer.media_type });
+  if (state.resultUrl) URL.revokeObjectURL(state.resultUrl);
+  state.resultUrl = URL.createObjectURL(blob);
+  const img = $("result");
+  img.src = state.resultUrl;
+  img.hidden = false;
+  $("result-placeholder").hidden = true;
+  const link = $("download");
+  link.href = state.resultUrl;
+  link.download = `facefuse-${answer.request_id}.${answer.format === "jpeg" ? "jpg" : answer.format}`;
+  link.hidden = false;
+  showTimings(answer.timings_ms, roundTripMs);
+}
+
+// The pipeline reports sub-stages too (source_decode, target_detect, …); the page shows the main stages and
+// their sum, plus the round trip the browser measured (upload and download included).
+function showTimings(timings, roundTripMs) {
+  const body = $("timings").tBodies[0];
+  body.replaceChildren();
+  const addRow = (name, ms, className) => {
+    const row = body.insertRow();
+    row.insertCell().textContent = name;
+    row.insertCell().textContent = ms.toFixed(0) + " ms";
+    if (className) row.className = className;
+  };
+  let server = 0;
+  for (const [stage, ms] of Object.entries(timings)) {
+    if (stage === "total" || stage.startsWith("source_") || stage.startsWith("target_")) continue;
+    addRow(stage.replace(/_/g, " "), ms);
+    server += ms;
+  }
+  addRow("on the server", server, "total");
+  addRow("round trip", roundTripMs, "total");
+  $("timings-card").hidden = false;
+}
+
+function clearResult() {
+  $("result").hidden = true;
+  $("download").hidden = true;
+  $("result-placeholder").hidden = false;
+  $("timings-card").hidden = true;
+}
+
+function debounce(fn, ms) {
+  let timer = null;
+  return () => {
+    clearTimeout(timer);
+    timer = setTimeout(fn, ms);
+  };
+}
+
+function wireControls() {
+  const refuse = debounce(fuse, 250);
+  for (const id of ["profile", "feature"]) {
+    const slider = $(id);
+    slider.addEventListener("input", () => {
+      $(id + "-value").textContent = slider.value;
+      refuse();
+    });
+  }
+  $("visible-label").addEventListener("change", refuse);
+  $("format").addEventListener("change", refuse);
+  $("fuse").addEventListener("click", fuse);
+  const key = sessionStorage.getItem("facefuse-api-key");
+  if (key) $("api-key").value = key;
+  $("api-key").addEventListener("change", () => sessionStorage.setItem("facefuse-api-key", $("api-key").value));
+}
+
+wireDrop("source");
+wireDrop("target");
+wireCamera();
+wireControls();

@@ -1,0 +1,71 @@
+"""A real uvicorn server on a free loopback port, running ``create_app`` in a background thread.
+
+The service is exercised exactly as deployed (real sockets, real HTTP parsing, real lifespan and model loading);
+only the process boundary is skipped, so each test module can afford its own differently configured server.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from typing import Any
+
+import httpx
+import uvicorn
+from typing_extensions import Self
+
+from facefuse.config import StoreConfig
+from facefuse.serve import ServeSettings, create_app
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class LiveServer:
+    """``with LiveServer(store, queue_size=8) as server: httpx.get(server.url + "/healthz")``."""
+
+    def __init__(self, store: StoreConfig, *, wait_ready: bool = True, **settings: Any) -> None:
+        self.settings = ServeSettings(host="127.0.0.1", port=free_port(), **settings)
+        self.app = create_app(self.settings, store=store)
+        self.url = f"http://127.0.0.1:{self.settings.port}"
+        self.wait_ready = wait_ready
+        self._server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.settings.port,
+                                                     log_level="warning", lifespan="on"))
+        self._thread = threading.Thread(target=self._server.run, name="live-server", daemon=True)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        self._wait("/readyz" if self.wait_ready else "/healthz")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=30)
+
+    def _wait(self, path: str, timeout_s: float = 60.0) -> None:
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            if not self._thread.is_alive():
+                raise RuntimeError("the server thread died during start-up")
+            try:
+                if httpx.get(self.url + path, timeout=2).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        raise TimeoutError(f"{self.url}{path} did not answer 200 within {timeout_s} s")
+
+    def metric(self, name: str, **labels: str) -> float:
+        """One sample from /metrics (0 when the series does not exist yet)."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        text = httpx.get(self.url + "/metrics", timeout=10).text
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                    return float(sample.value)
+        return 0.0

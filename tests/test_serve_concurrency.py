@@ -1,0 +1,100 @@
+"""The service under a burst: bounded queue, fast 429s, nothing hangs, metrics agree, abandoned work is dropped."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from serve_helpers import LiveServer
+
+from facefuse.config import StoreConfig
+
+BURST = 50
+QUEUE = 8
+
+
+@pytest.fixture(scope="module")
+def pair(faces_dir: Path) -> dict[str, tuple[str, bytes]]:
+    rec = faces_dir / "face_recognition"
+    return {"source": ("s.jpg", (rec / "obama-480p.jpg").read_bytes()),
+            "target": ("t.jpg", (rec / "biden.jpg").read_bytes())}
+
+
+async def _burst(url: str, pair: dict[str, tuple[str, bytes]], count: int) -> list[httpx.Response]:
+    limits = httpx.Limits(max_connections=count, max_keepalive_connections=0)
+    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
+        return await asyncio.gather(*(http.post("/v1/fuse", files=pair) for _ in range(count)))
+
+
+def test_fifty_simultaneous_requests_against_a_queue_of_eight(store_config: StoreConfig, pair):
+    with LiveServer(store_config, queue_size=QUEUE, max_batch=2, workers=2) as live:
+        started = time.monotonic()
+        responses = asyncio.run(_burst(live.url, pair, BURST))
+        elapsed = time.monotonic() - started
+        codes = [r.status_code for r in responses]
+        ok, refused = codes.count(200), codes.count(429)
+        assert ok + refused == BURST, sorted(set(codes))
+        assert ok >= QUEUE and refused >= 1
+        for response in responses:
+            if response.status_code == 429:
+                assert response.json()["error"]["code"] == "QUEUE_FULL"
+                assert int(response.headers["retry-after"]) >= 1
+        assert elapsed < 120  # none hung until the client timeout
+
+        assert live.metric("facefuse_requests_total", route="/v1/fuse", code="200") == ok
+        assert live.metric("facefuse_requests_total", route="/v1/fuse", code="429") == refused
+        assert live.metric("facefuse_queue_rejected_total") == refused
+        assert live.metric("facefuse_batch_size_sum") == ok  # every admitted request went through one batch
+        assert live.metric("facefuse_batch_size_count") <= ok
+        assert live.metric("facefuse_queue_depth") == 0
+        assert live.metric("facefuse_in_flight") == 1  # the /metrics request itself
+
+
+def _send_and_hang_up(url: str, pair: dict[str, tuple[str, bytes]]) -> None:
+    """A complete fusion request whose client closes the connection right after sending it."""
+    request = httpx.Request("POST", url + "/v1/fuse", files=pair)
+    body = request.read()
+    head = "".join(f"{k}: {v}\r\n" for k, v in request.headers.items() if k.lower() != "host")
+    port = int(url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(f"POST /v1/fuse HTTP/1.1\r\nHost: 127.0.0.1\r\n{head}\r\n".encode() + body)
+
+
+def test_client_that_disconnects_has_its_queued_work_dropped(store_config: StoreConfig, pair):
+    with LiveServer(store_config, queue_size=16, max_batch=1, workers=1) as live:
+
+        async def scenario() -> list[httpx.Response]:
+            busy = asyncio.ensure_future(_burst(live.url, pair, 4))  # keeps the single worker busy
+            await asyncio.sleep(0.3)
+            await asyncio.to_thread(_send_and_hang_up, live.url, pair)
+            return await busy
+
+        responses = asyncio.run(scenario())
+        assert [r.status_code for r in responses] == [200] * 4
+        for _ in range(100):  # the drop is counted when the worker reaches the abandoned job
+            if live.metric("facefuse_dropped_total", reason="disconnected") >= 1:
+                break
+            time.sleep(0.1)
+        assert live.metric("facefuse_dropped_total", reason="disconnected") == 1
+        assert live.metric("facefuse_requests_total", route="/v1/fuse", code="499") == 1
+        assert live.metric("facefuse_requests_total", route="/v1/fuse", code="200") == 4
+
+
+def test_client_that_hangs_up_while_uploading_is_not_an_error(store_config: StoreConfig):
+    with LiveServer(store_config) as live:
+        port = int(live.url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(b"POST /v1/fuse HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=b\r\n"
+                         b"Content-Length: 1000000\r\n\r\n--b\r\n" + b"x" * 1000)
+            time.sleep(0.3)  # the server is now waiting for the rest of the body
+        for _ in range(100):
+            if live.metric("facefuse_requests_total", route="/v1/fuse", code="499") == 1:
+                break
+            time.sleep(0.05)
+        assert live.metric("facefuse_requests_total", route="/v1/fuse", code="499") == 1
+        assert live.metric("facefuse_requests_total", route="/v1/fuse", code="500") == 0
+        assert httpx.get(live.url + "/healthz").status_code == 200

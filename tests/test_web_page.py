@@ -1,0 +1,203 @@
+"""The web page in a real browser: Playwright drives Debian's Chromium against a real server on loopback.
+
+Screenshots (desktop and phone, with a result and with an error hint) are written to ``artifacts/`` for a person
+to look at; the assertions check what a user would see.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from serve_helpers import LiveServer
+
+from facefuse.config import StoreConfig
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream"]  # a synthetic camera
+TIMEOUT_MS = 60_000
+
+
+def _install_chromium() -> None:
+    """Debian's package; Playwright's own browser download is neither wanted nor reachable here."""
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        pytest.fail("Chromium is missing: install Debian's 'chromium' package (apt-get install -y chromium)",
+                    pytrace=False)
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+    subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=True, env=env)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    if not CHROMIUM.exists():
+        _install_chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="module")
+def server(store_config: StoreConfig) -> Iterator[LiveServer]:
+    with LiveServer(store_config) as live:
+        yield live
+
+
+@pytest.fixture(scope="module")
+def photos(faces_dir: Path) -> dict[str, str]:
+    rec = faces_dir / "face_recognition"
+    return {"source": str(rec / "obama.jpg"), "target": str(rec / "biden.jpg"),
+            "group": str(rec / "two_people.jpg"),
+            "no_face": str(faces_dir / "insightface/inspireface/bulk/view.jpg")}
+
+
+def open_page(browser, server: LiveServer, **context_options):
+    context = browser.new_context(**context_options)
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    problems: list[str] = []  # requests leaving the server, and script errors
+    page.on("request", lambda r: None if r.url.startswith((server.url, "blob:", "data:")) else problems.append(r.url))
+    page.on("pageerror", lambda error: problems.append(f"script error: {error}"))
+    page.goto(server.url + "/")
+    return context, page, problems
+
+
+def result_src(page) -> str:
+    return page.locator("#result").get_attribute("src") or ""
+
+
+def wait_for_new_result(page, previous: str) -> str:
+    page.wait_for_function("prev => { const i = document.getElementById('result');"
+                           " return !i.hidden && i.src && i.src !== prev && i.complete && i.naturalWidth > 0; }",
+                           arg=previous)
+    return result_src(page)
+
+
+def test_fuse_on_desktop_then_slider_then_no_face_hint(browser, server, photos):
+    ARTIFACTS.mkdir(exist_ok=True)
+    context, page, problems = open_page(browser, server, viewport={"width": 1280, "height": 900})
+    try:
+        assert "consent" in page.locator("#consent-notice").inner_text().lower()
+        assert page.locator("#visible-label").is_checked()
+        page.set_input_files("#source-file", photos["source"])
+        page.set_input_files("#target-file", photos["target"])
+        first = wait_for_new_result(page, "")
+        page.locator("#target-verdict.ok").wait_for()
+        assert page.locator("#source-verdict").inner_text() == "1 face found"
+        assert page.locator("#download").is_visible()
+        assert page.locator("#timings tr.total").count() == 2  # server sum and round trip
+        size = page.evaluate("() => [document.getElementById('result').naturalWidth,"
+                             " document.getElementById('result').naturalHeight]")
+        assert size == [970, 2204]  # the target photo's size (biden.jpg)
+
+        page.locator("#profile").fill("20")
+        assert page.locator("#profile-value").inner_text() == "20"
+        second = wait_for_new_result(page, first)
+        assert second != first
+        page.screenshot(path=str(ARTIFACTS / "web-desktop-result.png"), full_page=True)
+
+        page.set_input_files("#target-file", photos["no_face"])
+        page.locator("#error").wait_for(state="visible")
+        assert page.locator("#error-message").inner_text() == "No face found in the target photo."
+        assert page.locator("#error-hint").inner_text()
+        assert not page.locator("#result").is_visible()  # the old result no longer matches the photos
+        page.locator("#target-verdict.bad").wait_for()
+        page.screenshot(path=str(ARTIFACTS / "web-desktop-no-face.png"), full_page=True)
+        assert problems == []  # no CDN, no telemetry (the page works offline), no script error
+    finally:
+        context.close()
+
+
+def drop_file(page, zone: str, path: str) -> None:
+    """Drag-and-drop of a real file onto a drop zone, as the browser delivers it (a DataTransfer with a File)."""
+    data = base64.b64encode(Path(path).read_bytes()).decode()
+    page.evaluate("""([zone, name, data]) => {
+        const bytes = Uint8Array.from(atob(data), (c) => c.charCodeAt(0));
+        const transfer = new DataTransfer();
+        transfer.items.add(new File([bytes], name, { type: "image/jpeg" }));
+        const target = document.getElementById(zone);
+        for (const type of ["dragenter", "dragover", "drop"]) {
+            target.dispatchEvent(new DragEvent(type, { dataTransfer: transfer, bubbles: true, cancelable: true }));
+        }
+    }""", [zone, Path(path).name, data])
+
+
+def test_face_picker_for_a_group_photo_dropped_on_the_page(browser, server, photos):
+    context, page, problems = open_page(browser, server, viewport={"width": 1280, "height": 900})
+    try:
+        drop_file(page, "source-drop", photos["source"])
+        drop_file(page, "target-drop", photos["group"])
+        first = wait_for_new_result(page, "")
+        page.locator("#face-picker").wait_for(state="visible")
+        assert page.locator("#target-boxes .box").count() >= 2
+        page.locator("#face-choices button", has_text="Face 2").click()
+        wait_for_new_result(page, first)
+        assert page.locator("#face-choices button[aria-pressed=true]").inner_text() == "Face 2"
+        assert page.locator("#target-boxes .box.chosen").inner_text() == "2"
+        page.screenshot(path=str(ARTIFACTS / "web-desktop-group.png"), full_page=True)
+        assert problems == []
+    finally:
+        context.close()
+
+
+def test_readable_on_a_phone(browser, server, photos):
+    ARTIFACTS.mkdir(exist_ok=True)
+    context, page, problems = open_page(browser, server, viewport={"width": 390, "height": 844}, device_scale_factor=2,
+                                 is_mobile=True, has_touch=True)
+    try:
+        page.set_input_files("#source-file", photos["source"])
+        page.set_input_files("#target-file", photos["target"])
+        wait_for_new_result(page, "")
+        overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0  # nothing forces sideways scrolling
+        font = page.evaluate("() => parseFloat(getComputedStyle(document.body).fontSize)")
+        assert font >= 14
+        page.screenshot(path=str(ARTIFACTS / "web-phone-result.png"), full_page=True)
+        page.set_input_files("#source-file", photos["no_face"])
+        page.locator("#error").wait_for(state="visible")
+        assert page.locator("#error-message").inner_text() == "No face found in the source photo."
+        page.locator("#error").scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / "web-phone-no-face.png"))
+        assert problems == []
+    finally:
+        context.close()
+
+
+def test_camera_photo_becomes_an_input(browser, server, photos):
+    context, page, problems = open_page(browser, server, viewport={"width": 1280, "height": 900},
+                                        permissions=["camera"])
+    try:
+        page.locator("button.camera[data-role=target]").click()
+        page.locator("#camera-dialog[open]").wait_for()
+        page.wait_for_function("() => document.getElementById('camera-video').videoWidth > 0")
+        page.locator("#camera-shoot").click()
+        page.locator("#target-preview").wait_for(state="visible")
+        # Chromium's synthetic camera shows a test pattern, so the page must say there is no face in it
+        page.locator("#target-verdict.bad").wait_for()
+        assert page.locator("#target-verdict").inner_text().startswith("No face found in the target photo")
+        assert not page.locator("#camera-dialog").is_visible()
+        assert problems == []
+    finally:
+        context.close()
+
+
+def test_api_docs_render_offline(browser, server):
+    context, page, problems = open_page(browser, server, viewport={"width": 1280, "height": 900})
+    try:
+        page.goto(server.url + "/docs")
+        page.locator(".swagger-ui .info .title", has_text="facefuse").wait_for()
+        page.locator("#operations-fusion-fuse_v1_fuse_post").wait_for()
+        assert problems == []  # Swagger UI's scripts come from this server, not a CDN
+    finally:
+        context.close()
