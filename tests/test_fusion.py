@@ -23,6 +23,7 @@ def photos(faces_dir: Path) -> dict[str, Path]:
     fr = faces_dir / "face_recognition"
     return {
         "obama": fr / "obama-720p.jpg",
+        "obama_full": fr / "obama.jpg",
         "biden": fr / "biden.jpg",
         "obama_ref": fr / "obama2.jpg",
         "biden_ref": fr / "knn_examples/train/biden/biden2.jpg",
@@ -59,19 +60,27 @@ def test_zero_degrees_give_back_the_target(fuser, photos):
     assert np.array_equal(result.image, target)
 
 
-def test_identity_moves_toward_the_source_as_feature_degree_rises(fuser, judge, photos):
-    source_ref = _embed_largest(fuser, judge, photos["biden_ref"])
-    target_ref = _embed_largest(fuser, judge, photos["obama_ref"])
+@pytest.mark.parametrize("source, source_ref, target, target_ref",
+                         [("biden", "biden_ref", "obama", "obama_ref"), ("obama_full", "obama_ref", "biden", "biden_ref")])
+def test_identity_moves_toward_the_source_as_feature_degree_rises(fuser, judge, photos, source, source_ref, target,
+                                                                   target_ref):
+    """Judged by MobileFaceNet against *other* photos of both people, at the default profile degree.
+
+    Each step may dip by at most 0.01 (the judge's own noise on near-identical images); over the range the
+    similarity to the source must rise clearly and the similarity to the target fall at every step.
+    """
+    source_emb = _embed_largest(fuser, judge, photos[source_ref])
+    target_emb = _embed_largest(fuser, judge, photos[target_ref])
     to_source, to_target = [], []
     for degree in (0, 25, 50, 75, 100):
-        image = fuser.fuse(photos["biden"], photos["obama"],
-                           FusionOptions(profile_degree=degree, feature_degree=degree, visible_label=False)).image
+        image = fuser.fuse(photos[source], photos[target],
+                           FusionOptions(feature_degree=degree, visible_label=False)).image
         embedding = _embed_largest(fuser, judge, image)
-        to_source.append(float(embedding @ source_ref))
-        to_target.append(float(embedding @ target_ref))
-    assert all(b > a for a, b in zip(to_source, to_source[1:])), to_source
+        to_source.append(float(embedding @ source_emb))
+        to_target.append(float(embedding @ target_emb))
+    assert all(b > a - 0.01 for a, b in zip(to_source, to_source[1:])), to_source
+    assert to_source[-1] - to_source[0] > 0.2, to_source
     assert all(b < a for a, b in zip(to_target, to_target[1:])), to_target
-    assert to_source[-1] - to_source[0] > 0.15 and to_target[0] - to_target[-1] > 0.15, (to_source, to_target)
 
 
 def test_pose_and_expression_stay_the_targets(fuser, photos):
@@ -180,3 +189,19 @@ def test_library_function_takes_paths_bytes_and_arrays(fuser, photos):
     from_path = facefuse.fuse(str(photos["biden"]), photos["obama"], fuser=fuser, visible_label=False)
     assert np.array_equal(from_array.image, from_path.image)
     assert from_array.timings_ms["total"] > 0 and from_array.faces[0]["index"] == 0
+
+
+def test_reused_photos_are_analysed_once(store_config, photos):
+    from facefuse.pipeline import Fuser, FuserConfig
+
+    fuser = Fuser(FuserConfig(store=store_config, analysis_cache_mb=8))
+    first = fuser.analyze(photos["obama"])
+    again = fuser.analyze(photos["obama"].read_bytes())
+    assert "cache_hit" in again.timings_ms and "cache_hit" not in first.timings_ms
+    assert again.faces is first.faces
+    # a photo that does not fit the 8 MB budget is analysed every time, and evicts nothing
+    big = fuser.analyze(photos["group"])
+    assert "cache_hit" not in fuser.analyze(photos["group"]).timings_ms or big.image.nbytes <= 8 * 2**20
+    assert np.array_equal(fuser.fuse(photos["biden"], photos["obama"]).image,
+                          Fuser(FuserConfig(store=store_config, analysis_cache_mb=0))
+                          .fuse(photos["biden"], photos["obama"]).image)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from .analysis.analyzer import FaceAnalyzer
+from .analysis.cache import AnalysisCache, content_key
 from .analysis.select import select_faces
 from .analysis.types import Face, ImageAnalysis
 from .config import AnalysisConfig, RuntimeConfig, StoreConfig
@@ -21,7 +22,7 @@ from .errors import ErrorCode, FacefuseError
 from .fusion.blend import BLEND_MODES, compose
 from .fusion.engine import FusionEngine, FusionOptions
 from .fusion.swappers import SwapperFiles
-from .imageio import ImageInput, add_visible_mark, decode_image, encode_image
+from .imageio import ImageInput, add_visible_mark, decode_image, encode_image, read_input_bytes
 from .models import ModelStore
 from .runtime import Runtime
 
@@ -32,6 +33,7 @@ class FuserConfig:
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
     swapper_files: SwapperFiles | None = None  # local files for a swapper engine (--model-path)
+    analysis_cache_mb: int = 64  # decoded photos whose analysis is kept for reuse (0 turns the cache off)
 
 
 @dataclass
@@ -86,6 +88,7 @@ class Fuser:
         self.store = ModelStore(self.config.store)
         self.runtime = Runtime(self.config.runtime)
         self.analyzer = FaceAnalyzer(self.store, self.runtime, self.config.analysis)
+        self.cache = AnalysisCache(self.config.analysis_cache_mb * 1024 * 1024)
         self._engines: dict[str, FusionEngine] = {}
         self._lock = threading.Lock()
 
@@ -99,15 +102,27 @@ class Fuser:
             return self._engines[name]
 
     def analyze(self, image: ImageInput, role: str = "image") -> ImageAnalysis:
-        """Decode and analyse one photo; errors name ``role`` ("source"/"target") when it is not "image"."""
+        """Decode and analyse one photo; errors name ``role`` ("source"/"target") when it is not "image".
+
+        Photos given as bytes or paths are looked up in the analysis cache by content first; arrays are not
+        (hashing megabytes of pixels costs about what it saves).
+        """
         start = time.perf_counter()
         try:
-            pixels = decode_image(image, self.config.analysis.limits).pixels
+            data = image if isinstance(image, np.ndarray) else read_input_bytes(image, self.config.analysis.limits)
+            key = None if isinstance(data, np.ndarray) or not self.cache.max_bytes else content_key(data)
+            cached = self.cache.get(key) if key else None
+            if cached is not None:
+                lookup_ms = (time.perf_counter() - start) * 1000
+                return ImageAnalysis(cached.image, cached.faces, cached.rotation, {"cache_hit": lookup_ms})
+            pixels = decode_image(data, self.config.analysis.limits).pixels
         except FacefuseError as exc:
             raise exc if role == "image" else exc.about(role) from None
         decode_ms = (time.perf_counter() - start) * 1000
         analysis = self.analyzer.analyze(pixels)
         analysis.timings_ms = {"decode": decode_ms, **analysis.timings_ms}
+        if key:
+            self.cache.put(key, analysis)
         return analysis
 
     def fuse(self, source: ImageInput, target: ImageInput, options: FusionOptions | None = None) -> FusionResult:

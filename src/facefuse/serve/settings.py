@@ -45,6 +45,8 @@ class ServeSettings(BaseSettings):
     engine: str = Field(FusionOptions.engine, description="fusion engine: mesh, or a neural swapper whose model is "
                                                           "installed (see `facefuse models list`)")
     providers: str = Field("", description="comma-separated ONNX Runtime providers in order of preference")
+    analysis_cache_mb: int = Field(64, ge=0, description="decoded photos whose face analysis is kept, keyed by "
+                                                         "content, so reused templates skip detection (0: off)")
 
     @field_validator("cors_origin", mode="before")
     @classmethod
@@ -71,4 +73,5 @@ class ServeSettings(BaseSettings):
             store=store or StoreConfig(),
             runtime=RuntimeConfig(providers=providers, concurrency=self.workers),
             analysis=AnalysisConfig(detector=self.detector, limits=self.image_limits()),
+            analysis_cache_mb=self.analysis_cache_mb,
         )
