@@ -123,19 +123,22 @@ def unsharp(image: np.ndarray, amount: float, weight: np.ndarray, limit: float =
     """Unsharp mask inside ``weight``; the added detail is clipped to ±``limit`` levels so edges get no halo."""
     if amount <= 0:
         return image
-    img = image.astype(np.float32)
-    detail = np.clip(img - cv2.GaussianBlur(img, (0, 0), 1.2), -limit, limit)
-    return np.clip(img + amount * detail * weight[..., None] + 0.5, 0, 255).astype(np.uint8)
+    detail = cv2.subtract(image, cv2.GaussianBlur(image, (0, 0), 1.2), dtype=cv2.CV_16S)
+    detail = np.clip(detail, -limit, limit).astype(np.float32) * (amount * weight[..., None])
+    return cv2.add(image, detail, dtype=cv2.CV_8U)
 
 
 def paste_back(image: np.ndarray, crop: np.ndarray, region: np.ndarray, matrix: np.ndarray) -> np.ndarray:
-    """Put ``crop`` back into ``image`` where ``region`` > 0, resampling only the region's bounding box."""
+    """Put ``crop`` back into ``image`` where ``region`` > 0, resampling only the region's bounding box.
+
+    Colour and region travel as one 4-channel warp; pixels whose warped region weight is 0 keep their exact bytes.
+    """
     inverse = cv2.invertAffineTransform(matrix)
-    ys, xs = np.nonzero(region > 1e-3)
-    if xs.size == 0:
+    box_in_crop = _bounding_box(region)
+    if box_in_crop is None:
         return image
-    corners = np.array([[xs.min(), ys.min()], [xs.max(), ys.min()], [xs.min(), ys.max()], [xs.max(), ys.max()]],
-                       dtype=np.float64)
+    (cx0, cy0), (cx1, cy1) = box_in_crop
+    corners = np.array([[cx0, cy0], [cx1, cy0], [cx0, cy1], [cx1, cy1]], dtype=np.float64)
     footprint = corners @ inverse[:, :2].T + inverse[:, 2]
     height, width = image.shape[:2]
     x0, y0 = np.maximum(np.floor(footprint.min(0)).astype(int) - 1, 0)
@@ -144,33 +147,53 @@ def paste_back(image: np.ndarray, crop: np.ndarray, region: np.ndarray, matrix: 
         return image
     shifted = inverse.copy()
     shifted[:, 2] -= (x0, y0)
-    box = (int(x1 - x0), int(y1 - y0))
-    patch = cv2.warpAffine(crop, shifted, box, flags=cv2.INTER_CUBIC, borderMode=cv2.BORDER_REPLICATE)
-    alpha = cv2.warpAffine(region.astype(np.float32), shifted, box, flags=cv2.INTER_LINEAR,
-                           borderMode=cv2.BORDER_CONSTANT, borderValue=0)[..., None]
+    rgba = np.dstack([crop, np.clip(region * 255.0 + 0.5, 0, 255).astype(np.uint8)])
+    warped = cv2.warpAffine(rgba, shifted, (int(x1 - x0), int(y1 - y0)), flags=cv2.INTER_LINEAR,
+                            borderMode=cv2.BORDER_CONSTANT, borderValue=(0, 0, 0, 0))
+    alpha = warped[..., 3].astype(np.float32) / 255.0
     out = image.copy()
-    roi = out[y0:y1, x0:x1].astype(np.float32)
-    blended = np.clip(patch.astype(np.float32) * alpha + roi * (1 - alpha) + 0.5, 0, 255).astype(np.uint8)
-    changed = alpha[..., 0] > 0
-    out[y0:y1, x0:x1][changed] = blended[changed]
+    roi = out[y0:y1, x0:x1]
+    out[y0:y1, x0:x1] = cv2.blendLinear(warped[..., :3], roi, alpha, 1.0 - alpha)
     return out
 
 
+def _bounding_box(mask: np.ndarray, pad: int = 0) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """((x0, y0), (x1, y1)) inclusive box of ``mask`` > 0, grown by ``pad`` within the mask's bounds."""
+    rows = np.flatnonzero(mask.max(axis=1) > 1e-3)
+    cols = np.flatnonzero(mask.max(axis=0) > 1e-3)
+    if rows.size == 0:
+        return None
+    height, width = mask.shape
+    return ((max(0, cols[0] - pad), max(0, rows[0] - pad)),
+            (min(width - 1, cols[-1] + pad), min(height - 1, rows[-1] + pad)))
+
+
 def compose(image: np.ndarray, rendered: RenderedFace, options: FusionOptions) -> np.ndarray:
-    """The target photo with the rendered face colour-matched, blended, sharpened and pasted back."""
-    face = match_colour(rendered.crop, rendered.target_crop, rendered.mask)
-    if rendered.keep_target is not None:
-        # Put the target's eyes and mouth interior into the face *before* the multi-band blend: a small hole in the
-        # blend mask would otherwise be filled by the face's low frequencies (pink teeth, washed-out irises).
-        keep = rendered.keep_target[..., None]
-        face = (face * (1.0 - keep) + rendered.target_crop * keep + 0.5).astype(np.uint8)
-    # Outside the mask the engine's crop is meaningless (the source's background, suit, hair); the pyramid's coarse
-    # levels would smear it across the jaw, so the face is first laid over the target.
-    face = np.where(rendered.mask[..., None] > 0.01, face, rendered.target_crop)
-    if options.blend == "poisson":
-        blended = poisson_blend(face, rendered.target_crop, rendered.mask)
-    else:
-        blended = multiband_blend(face, rendered.target_crop, rendered.mask)
-    blended = unsharp(blended, options.sharpen, rendered.mask)
+    """The target photo with the rendered face colour-matched, blended, sharpened and pasted back.
+
+    All of it runs on the bounding box of the changed region only (about half the crop).
+    """
     region = rendered.region if rendered.region is not None else rendered.mask
-    return paste_back(image, blended, region, rendered.matrix)
+    box = _bounding_box(region, pad=8)
+    if box is None:
+        return image
+    (x0, y0), (x1, y1) = box
+    sub = (slice(y0, y1 + 1), slice(x0, x1 + 1))
+    crop, target, mask = rendered.crop[sub], rendered.target_crop[sub], rendered.mask[sub]
+    face = match_colour(crop, target, mask)
+    # The target's eyes and mouth interior go into the face *before* the multi-band blend: a small hole in the blend
+    # mask would otherwise be filled by the face's low frequencies (pink teeth, washed-out irises). Outside the mask
+    # the engine's crop is meaningless (the source's background, suit, hair) and the pyramid's coarse levels would
+    # smear it across the jaw, so the face is laid over the target there too.
+    keep = np.where(mask > 0.01, 0.0, 1.0).astype(np.float32)
+    if rendered.keep_target is not None:
+        keep = np.maximum(keep, rendered.keep_target[sub])
+    face = cv2.blendLinear(face, target, 1.0 - keep, keep)
+    if options.blend == "poisson":
+        blended = poisson_blend(face, target, mask)
+    else:
+        blended = multiband_blend(face, target, mask)
+    blended = unsharp(blended, options.sharpen, mask)
+    full = rendered.target_crop.copy()
+    full[sub] = blended
+    return paste_back(image, full, region, rendered.matrix)
