@@ -323,3 +323,18 @@ def test_cascade_keeps_the_short_range_result_for_a_portrait(faces_dir: Path, st
     assert len(cascade) == 1
     np.testing.assert_allclose(cascade[0].box, short[0].box)
     assert not np.allclose(cascade[0].box, full[0].box)
+
+
+def test_facemesh_takes_every_face_of_a_photo_in_one_batch(fuser, faces_dir):
+    """The store gives the converted FaceMesh the batch axis its contract declares; a batch must equal single runs."""
+    from facefuse.analysis.landmarks import roi_from_mesh
+
+    mesh = fuser.analyzer.mesh
+    assert mesh.batched
+    analysis = fuser.analyze(faces_dir / "insightface/samples/t1.jpg")
+    rois = [roi_from_mesh(face.landmarks) for face in analysis.faces]
+    assert len(rois) >= 4
+    together = mesh.run(analysis.image, rois)
+    alone = [mesh.run(analysis.image, [roi])[0] for roi in rois]
+    for (points_b, score_b), (points_1, score_1) in zip(together, alone):
+        assert np.allclose(points_b, points_1, atol=1e-3) and abs(score_b - score_1) < 1e-5

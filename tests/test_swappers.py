@@ -298,3 +298,26 @@ def test_a_swapper_file_can_be_optimised_and_judged_on_images(precision, parts, 
         assert any(n.op_type == "QuantizeLinear" for n in graph.node) and report.calibration_images >= 5
     else:
         assert any(i.data_type == TensorProto.FLOAT16 for i in graph.initializer)
+
+
+def test_half_precision_inputs_are_fed_as_half(parts, analysed, store_config, tmp_path):
+    """A swapper exported with float16 inputs/outputs (as some _fp16 files are) gets float16 tensors."""
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    model, _ = swapper_model(tmp_path / "hyper32.onnx", 256, (512,))
+    onnx.save(convert_float_to_float16(onnx.load(str(model)), keep_io_types=False), str(tmp_path / "hyper16.onnx"))
+    engines = [_engine("hyperswap_1a_256", path, parts, store_config) for path in (model, tmp_path / "hyper16.onnx")]
+    assert engines[1].dtypes == {"target": np.float16, "source": np.float16}
+    image, (face, *_) = analysed["biden.jpg"]
+    crops = [e.render(e.prepare_source(*[analysed["obama.jpg"][0], analysed["obama.jpg"][1][0]]), image, face,
+                      FusionOptions()).crop for e in engines]
+    assert np.abs(crops[0].astype(int) - crops[1].astype(int)).max() <= 2
+
+
+def test_engine_without_its_identity_models_is_refused(parts, tmp_path):
+    from facefuse.fusion.swappers import SwapperEngine
+
+    model, _ = swapper_model(tmp_path / "hyper.onnx", 256, (512,))
+    with pytest.raises(FacefuseError) as caught:
+        SwapperEngine("hyperswap_1a_256", Runtime().session(model))
+    assert caught.value.code is ErrorCode.MODEL_MISSING

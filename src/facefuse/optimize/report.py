@@ -129,16 +129,23 @@ def compare(task: Task, reference: list[Any], candidate: list[Any],
     return compare_images([i for images in reference for i in images], [i for images in candidate for i in images])
 
 
-def median_latency_ms(session: Any, feed: dict[str, np.ndarray], runs: int = 20, warmup: int = 3) -> float:
-    """Median wall-clock time of one ``run`` on ``feed``, after warm-up runs."""
+def paired_latency_ms(sessions: list[Any], feed: dict[str, np.ndarray], runs: int = 20,
+                      warmup: int = 3) -> list[float]:
+    """Median wall-clock time of one ``run`` of each session on ``feed``.
+
+    The sessions take turns run by run, so a change in machine load (other processes on a shared CPU) affects
+    all of them alike instead of whichever happened to be timed during it.
+    """
     for _ in range(warmup):
-        session.run(None, feed)
-    times = []
+        for session in sessions:
+            session.run(None, feed)
+    times: list[list[float]] = [[] for _ in sessions]
     for _ in range(runs):
-        start = time.perf_counter()
-        session.run(None, feed)
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
+        for session, samples in zip(sessions, times):
+            start = time.perf_counter()
+            session.run(None, feed)
+            samples.append((time.perf_counter() - start) * 1000)
+    return [statistics.median(samples) for samples in times]
 
 
 @dataclass

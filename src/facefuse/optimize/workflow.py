@@ -27,7 +27,7 @@ from .calibration import load_samples, photo_paths, record_feeds
 from .drivers import ModelKind, Sample, model_kind
 from .fp16 import convert_fp16
 from .quantize import Int8Options, check_excluded, quantize_int8
-from .report import QualityReport, compare, median_latency_ms
+from .report import QualityReport, compare, paired_latency_ms
 
 PRECISIONS = ("int8", "fp16")
 HOLDOUT_EVERY = 5
@@ -151,8 +151,8 @@ def judge(name: str, kind: ModelKind, source: Path, output: Path, request: Optim
     candidate = [kind.driver(candidate_session, s) for s in holdout]
     metrics, checks = compare(kind.task, reference, candidate, kind.detection_threshold)
     feed = record_feeds(reference_session, kind, holdout[:1])[0]
-    latency = {"fp32": median_latency_ms(reference_session, feed, request.latency_runs),
-               request.precision: median_latency_ms(candidate_session, feed, request.latency_runs)}
+    before, after = paired_latency_ms([reference_session, candidate_session], feed, request.latency_runs)
+    latency = {"fp32": before, request.precision: after}
     settings = {"method": request.int8.method, "per_channel": request.int8.per_channel,
                 "exclude": list(request.int8.exclude)} if request.precision == "int8" else \
         {"exclude": list(request.int8.exclude), "keep_io_types": True}

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from ..gpu import GpuCollector, nvml_status
+
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.6, 0.8, 1.0, 2.0, 5.0, 10.0)
 _STAGE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56)
 
@@ -37,6 +39,8 @@ class ServiceMetrics:
         self.model_load = Gauge("facefuse_model_load_seconds", "time to load each part of the models at start-up",
                                 ["component"], registry=reg)
         self.ready = Gauge("facefuse_ready", "1 once the models are loaded", registry=reg)
+        if nvml_status() == "ok":  # facefuse_gpu_* gauges, read from NVML at each scrape, where a board is readable
+            reg.register(GpuCollector())
 
     def observe_stages(self, timings_ms: dict[str, float]) -> None:
         for stage, ms in timings_ms.items():
