@@ -9,29 +9,21 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from ..analysis.quality import ARCFACE_112
 from ..analysis.types import Face
-from ..geometry import align
 from ..geometry.regions import FACE_OVAL, LEFT_EYE, LIPS_INNER, RIGHT_EYE, polygon_mask, shrink
 from ..models import ModelStore
 from ..runtime import Runtime
-
-_IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
-_IMAGENET_STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
+from .recognizer import RECOGNIZERS, Recognizer, l2_normalise
 
 
 class IdentityJudge:
-    """128-D MobileFaceNet embeddings of arcface-112 aligned faces; cosine similarity between them."""
+    """L2-normalised MobileFaceNet embeddings of arcface-112 aligned faces (cosine = dot product)."""
 
     def __init__(self, store: ModelStore, runtime: Runtime) -> None:
-        self.session = runtime.session(store.ensure("mobilefacenet"))
-        self.input_name = self.session.get_inputs()[0].name
+        self.recognizer = Recognizer(runtime.session(store.ensure("mobilefacenet")), RECOGNIZERS["mobilefacenet"])
 
     def embed(self, image: np.ndarray, face: Face) -> np.ndarray:
-        crop = align.aligned_crop(image, align.similarity(face.keypoints, ARCFACE_112), 112)
-        tensor = ((crop.astype(np.float32) / 255.0 - _IMAGENET_MEAN) / _IMAGENET_STD).transpose(2, 0, 1)[None]
-        vector = self.session.run(None, {self.input_name: tensor})[0][0]
-        return vector / np.linalg.norm(vector)
+        return l2_normalise(self.recognizer.embed(image, [face.keypoints]))[0]
 
 
 def openness(face: Face) -> dict[str, float]:

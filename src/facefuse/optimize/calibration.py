@@ -22,14 +22,16 @@ PHOTO_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".bmp"}
 
 
 class RecordingSession:
-    """Wraps an ONNX Runtime session and keeps a copy of every input feed it runs."""
+    """Wraps an ONNX Runtime session and keeps a copy of every input feed it runs, one sample per feed (a batched
+    run, such as FaceMesh on every face of a photo, is split along the batch axis)."""
 
     def __init__(self, session: Any) -> None:
         self._session = session
         self.feeds: list[dict[str, np.ndarray]] = []
 
     def run(self, output_names: Any, feed: dict[str, np.ndarray], *args: Any) -> Any:
-        self.feeds.append({name: np.array(value, copy=True) for name, value in feed.items()})
+        batch = len(next(iter(feed.values())))
+        self.feeds += [{name: np.array(value[i:i + 1], copy=True) for name, value in feed.items()} for i in range(batch)]
         return self._session.run(output_names, feed, *args)
 
     def __getattr__(self, name: str) -> Any:

@@ -7,7 +7,7 @@ validated before the server binds, so a typo in ``FACEFUSE_PORT`` fails at start
 from __future__ import annotations
 
 import os
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -45,6 +45,9 @@ class ServeSettings(BaseSettings):
     engine: str = Field(FusionOptions.engine, description="fusion engine: mesh, or a neural swapper whose model is "
                                                           "installed (see `facefuse models list`)")
     providers: str = Field("", description="comma-separated ONNX Runtime providers in order of preference")
+    precision: Literal["fp32", "int8", "fp16"] = Field(
+        AnalysisConfig.precision, description="use the INT8/FP16 model variants `facefuse optimize --install` made "
+                                              "(FP32 where none passed)")
     analysis_cache_mb: int = Field(64, ge=0, description="decoded photos whose face analysis is kept, keyed by "
                                                          "content, so reused templates skip detection (0: off)")
 
@@ -72,6 +75,6 @@ class ServeSettings(BaseSettings):
         return FuserConfig(
             store=store or StoreConfig(),
             runtime=RuntimeConfig(providers=providers, concurrency=self.workers),
-            analysis=AnalysisConfig(detector=self.detector, limits=self.image_limits()),
+            analysis=AnalysisConfig(detector=self.detector, precision=self.precision, limits=self.image_limits()),
             analysis_cache_mb=self.analysis_cache_mb,
         )
