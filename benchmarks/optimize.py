@@ -97,8 +97,10 @@ def main() -> None:
         store_config = StoreConfig(home=home)
         store = ModelStore(store_config)
         reports = optimise_all(models, store, Path(tmp), images, runs)
-        fusers = {"fp32": Fuser(FuserConfig(store=store_config)),
-                  "int8": Fuser(FuserConfig(store=store_config, analysis=AnalysisConfig(precision="int8")))}
+        # analysis cache off: the same pairs are fused again and again, and precision only matters when analysing
+        fusers = {"fp32": Fuser(FuserConfig(store=store_config, analysis_cache_mb=0)),
+                  "int8": Fuser(FuserConfig(store=store_config, analysis=AnalysisConfig(precision="int8"),
+                                            analysis_cache_mb=0))}
         e2e = fusion_runs(fusers, IdentityJudge(store, Runtime()), runs // 3 or 1)
     lines = ["## Model optimisation (`benchmarks/optimize.py`)", "",
              f"Machine: {machine()}. Calibration: {images} photos of UTKFace (aligned crops); held-out report: "

@@ -123,10 +123,11 @@ class MeshFusionEngine:
         dst_all = np.concatenate([dest, ring_t, fixed])
         triangles = mesh.triangulate(dst_all)
         ids = mesh.rasterize(dst_all, triangles, (size, size), MAP_STEP)
-        warped_target = mesh.warp(target_crop, *mesh.remap_tables(
-            ids, np.concatenate([target_pts, ring_t, fixed]), dst_all, triangles, MAP_STEP))
-        warped_source = mesh.warp(source_crop, *mesh.remap_tables(
-            ids, np.concatenate([source_pts, ring_s, fixed]), dst_all, triangles, MAP_STEP))
+        target_maps, source_maps = mesh.remap_tables(
+            ids, [np.concatenate([target_pts, ring_t, fixed]), np.concatenate([source_pts, ring_s, fixed])],
+            dst_all, triangles, MAP_STEP)
+        warped_target = mesh.warp(target_crop, *target_maps)
+        warped_source = mesh.warp(source_crop, *source_maps)
 
         edge = size / 40.0
         face_mask = feather(polygon_mask(shrink(dest[FACE_OVAL], 0.95), size), edge)

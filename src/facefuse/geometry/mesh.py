@@ -42,26 +42,30 @@ def rasterize(dst: np.ndarray, triangles: np.ndarray, size: tuple[int, int], ste
     return ids
 
 
-def remap_tables(ids: np.ndarray, src: np.ndarray, dst: np.ndarray, triangles: np.ndarray,
-                 step: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """Remap tables (map_x, map_y) so ``cv2.remap(img, map_x, map_y)`` moves ``src`` onto ``dst``; pixels outside
-    every triangle map to themselves. ``ids`` may be rasterised at 1/``step`` resolution: the tables are evaluated
-    there and upsampled, exact inside each triangle (the maps are affine) and within a fraction of a pixel at edges.
+def remap_tables(ids: np.ndarray, sources: list[np.ndarray], dst: np.ndarray, triangles: np.ndarray,
+                 step: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
+    """For each point set in ``sources``, remap tables (map_x, map_y) so ``cv2.remap(img, map_x, map_y)`` moves it
+    onto ``dst``; pixels outside every triangle map to themselves. ``ids`` may be rasterised at 1/``step``
+    resolution: the tables are evaluated there and upsampled, exact inside each triangle (the maps are affine) and
+    within a fraction of a pixel at edges. Several sources share one pass over the pixels.
     """
     height, width = ids.shape
-    maps = triangle_affines(src, dst, triangles).astype(np.float32)
     ys, xs = (np.mgrid[0:height, 0:width].astype(np.float32) + 0.5) * step - 0.5
     inside = ids >= 0
-    m = maps[ids[inside]]  # (P, 2, 3)
+    owner = ids[inside]
     px, py = xs[inside], ys[inside]
-    map_x, map_y = xs, ys.copy()
-    map_x[inside] = m[:, 0, 0] * px + m[:, 0, 1] * py + m[:, 0, 2]
-    map_y[inside] = m[:, 1, 0] * px + m[:, 1, 1] * py + m[:, 1, 2]
-    if step == 1:
-        return map_x, map_y
     full = (width * step, height * step)
-    return (cv2.resize(map_x, full, interpolation=cv2.INTER_LINEAR),
-            cv2.resize(map_y, full, interpolation=cv2.INTER_LINEAR))
+    tables = []
+    for src in sources:
+        m = triangle_affines(src, dst, triangles).astype(np.float32)[owner]  # (P, 2, 3)
+        map_x, map_y = xs.copy(), ys.copy()
+        map_x[inside] = m[:, 0, 0] * px + m[:, 0, 1] * py + m[:, 0, 2]
+        map_y[inside] = m[:, 1, 0] * px + m[:, 1, 1] * py + m[:, 1, 2]
+        if step != 1:
+            map_x = cv2.resize(map_x, full, interpolation=cv2.INTER_LINEAR)
+            map_y = cv2.resize(map_y, full, interpolation=cv2.INTER_LINEAR)
+        tables.append((map_x, map_y))
+    return tables
 
 
 def warp(image: np.ndarray, map_x: np.ndarray, map_y: np.ndarray) -> np.ndarray:

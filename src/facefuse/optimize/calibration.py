@@ -22,16 +22,14 @@ PHOTO_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".bmp"}
 
 
 class RecordingSession:
-    """Wraps an ONNX Runtime session and keeps a copy of every input feed it runs, one sample per feed (a batched
-    run, such as FaceMesh on every face of a photo, is split along the batch axis)."""
+    """Wraps an ONNX Runtime session and keeps a copy of every input feed it runs."""
 
     def __init__(self, session: Any) -> None:
         self._session = session
         self.feeds: list[dict[str, np.ndarray]] = []
 
     def run(self, output_names: Any, feed: dict[str, np.ndarray], *args: Any) -> Any:
-        batch = len(next(iter(feed.values())))
-        self.feeds += [{name: np.array(value[i:i + 1], copy=True) for name, value in feed.items()} for i in range(batch)]
+        self.feeds.append({name: np.array(value, copy=True) for name, value in feed.items()})
         return self._session.run(output_names, feed, *args)
 
     def __getattr__(self, name: str) -> Any:
@@ -64,14 +62,16 @@ def load_samples(paths: list[Path], analyzer: FaceAnalyzer) -> list[Sample]:
 
 
 def record_feeds(session: Any, kind: ModelKind, samples: list[Sample]) -> list[dict[str, np.ndarray]]:
-    """The exact tensors the pipeline feeds this model for these photos."""
+    """The exact tensors the pipeline feeds this model for these photos, one sample per feed (a batched run, such
+    as FaceMesh on every face of a photo, is split along the batch axis)."""
     recorder = RecordingSession(session)
     for sample in samples:
         kind.driver(recorder, sample)
     if not recorder.feeds:
         raise FacefuseError(ErrorCode.NO_FACE, "no usable face was found in the calibration photos",
                             "use a folder of photos with clearly visible faces", {"photos": len(samples)})
-    return recorder.feeds
+    return [{name: value[i:i + 1] for name, value in feed.items()}
+            for feed in recorder.feeds for i in range(len(next(iter(feed.values()))))]
 
 
 class FeedReader(CalibrationDataReader):
