@@ -233,18 +233,24 @@ def test_real_recognizer_path_tells_people_apart(analysed, store_config):
     assert same > 0.5 and float((obama @ biden.T).item()) < same - 0.3
 
 
-def test_full_fusion_through_the_pipeline(parts, store_config, model_home, faces_dir, tmp_path):
-    """`Fuser.fuse(engine=...)` with stand-in files put in a mirror, as a user's mirror folder would hold them."""
-    from facefuse.pipeline import Fuser, FuserConfig
-
+def offline_home(tmp_path: Path, model_home: Path, recognizer: Path) -> tuple[Path, Path]:
+    """A model home with the pipeline's FP32 models and a mirror holding the stand-in ArcFace, for offline runs."""
     mirror, home = tmp_path / "mirror", tmp_path / "home"
     (home / "models").mkdir(parents=True)
     for f in (model_home / "models").iterdir():
         if f.name.startswith(("blazeface", "facemesh")) and ".int8" not in f.name:
             shutil.copy(f, home / "models" / f.name)
     mirror.mkdir()
+    shutil.copy(recognizer, mirror / "arcface_w600k_r50.onnx")
+    return home, mirror
+
+
+def test_full_fusion_through_the_pipeline(parts, store_config, model_home, faces_dir, tmp_path):
+    """`Fuser.fuse(engine=...)` with stand-in files put in a mirror, as a user's mirror folder would hold them."""
+    from facefuse.pipeline import Fuser, FuserConfig
+
+    home, mirror = offline_home(tmp_path, model_home, parts["recognizer"])
     swapper_model(mirror / "hyperswap_1a_256.onnx", 256, (512,))
-    shutil.copy(parts["recognizer"], mirror / "arcface_w600k_r50.onnx")
     fuser = Fuser(FuserConfig(store=StoreConfig(home=home, mirror=mirror, offline=True)))
     source = faces_dir / "face_recognition" / "obama.jpg"
     target = faces_dir / "face_recognition" / "biden.jpg"
@@ -277,13 +283,7 @@ def test_a_swapper_file_can_be_optimised_and_judged_on_images(precision, parts, 
     """`facefuse optimize FILE --contract hyperswap_1a_256`: swapped crops of held-out faces, PSNR/SSIM vs FP32."""
     from facefuse.optimize import OptimizeRequest, optimize_model
 
-    mirror, home = tmp_path / "mirror", tmp_path / "home"
-    (home / "models").mkdir(parents=True)
-    for f in (model_home / "models").iterdir():
-        if f.name.startswith(("blazeface", "facemesh")) and ".int8" not in f.name:
-            shutil.copy(f, home / "models" / f.name)
-    mirror.mkdir()
-    shutil.copy(parts["recognizer"], mirror / "arcface_w600k_r50.onnx")
+    home, mirror = offline_home(tmp_path, model_home, parts["recognizer"])
     model, _ = swapper_model(tmp_path / "my_hyperswap.onnx", 256, (512,))
     store = ModelStore(StoreConfig(home=home, mirror=mirror, offline=True))
     report = optimize_model(OptimizeRequest(
