@@ -27,7 +27,7 @@ from .engine import FusionOptions, RenderedFace, SourceFace
 CROP_FACE_SCALE = 0.55  # the ArcFace template shrunk so the whole head and its surroundings fit in the crop
 RING_SCALE = 1.45  # fixed ring around the face oval where the geometric warp fades to nothing
 BORDER_POINTS = 5  # fixed points per crop side
-MAP_STEP = 2  # remap tables are computed at half resolution (see geometry.mesh.remap_tables)
+MAP_STEP = 4  # remap tables at 1/4 resolution (see geometry.mesh.remap_tables): within 46 dB of 1/2, 3 ms less
 
 
 def crop_template(size: int) -> np.ndarray:
