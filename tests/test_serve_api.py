@@ -370,3 +370,12 @@ def test_deadline_passed(store_config, photos):
 ])
 def test_accept_negotiation(accept, expected):
     assert image_format_wanted(accept) == expected
+
+
+def test_engine_field_chooses_the_engine_per_request(client, photos):
+    """`engine` in the form or JSON: the built-in mesh engine works, an unknown one is refused with a 400.
+    (A swapper engine through the whole pipeline is tested with stand-in models in tests/test_swappers.py.)"""
+    assert client.post("/v1/fuse", files=files(photos), data={"engine": "mesh"}).status_code == 200
+    unknown = client.post("/v1/fuse", files=files(photos), data={"engine": "no-such-engine"})
+    assert unknown.status_code == 400 and unknown.json()["error"]["code"] == "INVALID_OPTION"
+    assert "mesh" in unknown.json()["error"]["hint"]

@@ -80,7 +80,7 @@ async def fuse(request: Request) -> Response:
     given = upload.options
     options = FusionOptions(profile_degree=given.profile_degree, feature_degree=given.feature_degree,
                             target_face=parse_face_choice(given.target_face), visible_label=given.visible_label,
-                            engine=state.settings.engine)
+                            engine=given.engine or state.settings.engine)
     validate_options(options)
     as_image, accepted_format = image_format_wanted(request.headers.get("accept", ""))
     fmt = output_format(given.output_format or accepted_format or "jpeg")

@@ -140,6 +140,8 @@ class FuseOptionsIn(BaseModel):
     output_format: OutputFormat | None = Field(None, description="image format; default: from Accept, else jpeg")
     quality: int = Field(92, ge=1, le=100, description="JPEG/WebP quality")
     visible_label: bool = Field(True, description="draw the visible 'AI-generated' tag (metadata label is always on)")
+    engine: str | None = Field(None, max_length=40,
+                               description="fusion engine: 'mesh' or an installed swapper; default: the server's")
 
 
 class FuseJSON(FuseOptionsIn):
