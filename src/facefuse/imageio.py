@@ -10,7 +10,6 @@ Every decoded image is RGB ``uint8`` of shape (H, W, 3).
 from __future__ import annotations
 
 import io
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Union
@@ -89,13 +88,13 @@ def decode_image(source: ImageInput, limits: ImageLimits | None = None) -> Decod
     if not data:
         raise _reject(ErrorCode.CORRUPT_IMAGE, "the image is empty (0 bytes)", "send the photo file itself")
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            header = Image.open(io.BytesIO(data))
+        # Only the header is parsed here; our own pixel limit is checked right after, before any decoding.
+        # (No warnings.catch_warnings: it is process-global, and the service decodes on several threads at once.)
+        header = Image.open(io.BytesIO(data))
     except UnidentifiedImageError:
         raise _reject(ErrorCode.UNSUPPORTED_IMAGE, "the data is not an image in a supported format",
                       "send a JPEG, PNG, WebP, BMP, TIFF or PGM photo") from None
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+    except Image.DecompressionBombError:
         raise _reject(ErrorCode.IMAGE_TOO_LARGE, "the image declares too many pixels", "send a smaller photo") from None
     except (OSError, SyntaxError, ValueError) as exc:
         raise _reject(ErrorCode.CORRUPT_IMAGE, f"the image is damaged or truncated ({exc})",
