@@ -87,6 +87,7 @@ def test_int8_detector_passes_its_report_and_installs_as_variant(home, photos, t
     assert store.verify("blazeface_full@int8").status == "ok"
     assert store.ensure_precision("blazeface_full", "int8").name == "blazeface_full.int8.onnx"
     assert json.loads((store.cache_dir / "blazeface_full.int8.onnx.report.json").read_text())["passed"]
+    assert [entry.name for entry in store.installed_variants()] == ["blazeface_full@int8"]  # `models list` shows it
     # no FP16 variant was made: FP32 is used
     assert store.ensure_precision("blazeface_full", "fp16").name == "blazeface_full.onnx"
     with pytest.raises(FacefuseError) as caught:

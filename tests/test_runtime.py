@@ -97,3 +97,18 @@ def test_real_sessions_are_made_once_and_run(store_config: StoreConfig) -> None:
     assert session.get_providers()[-1] == "CPUExecutionProvider"
     assert [info.path for info in runtime.loaded()] == [path.resolve()]
     assert session.get_inputs()[0].shape == [1, 3, 640, 640]
+
+
+def test_tensorrt_gets_profiles_for_dynamic_axes_only(mirror_dir: Path) -> None:
+    """Built on CPU (TensorRT is not installed here): the options a TensorRT session of each model would get."""
+    from facefuse.runtime import providers_with_options
+
+    chosen = ("TensorrtExecutionProvider", "CPUExecutionProvider")
+    dynamic = dict(providers_with_options(mirror_dir / "yunet/yunet_n_dynamic.onnx", chosen, RuntimeConfig()))
+    trt = dynamic["TensorrtExecutionProvider"]
+    assert trt["trt_profile_min_shapes"] == "input:1x3x128x128"
+    assert trt["trt_profile_opt_shapes"] == "input:1x3x640x640"
+    assert trt["trt_profile_max_shapes"] == "input:8x3x1280x1280"
+    assert trt["trt_max_workspace_size"] == 256 * 1024 * 1024 and dynamic["CPUExecutionProvider"] == {}
+    static = dict(providers_with_options(mirror_dir / "yunet/yunet_s_640_640.onnx", chosen, RuntimeConfig()))
+    assert not any(key.startswith("trt_profile") for key in static["TensorrtExecutionProvider"])

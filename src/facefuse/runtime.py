@@ -104,6 +104,32 @@ def session_options(config: RuntimeConfig) -> ort.SessionOptions:
     return options
 
 
+def trt_profile_options(model_path: Path) -> dict[str, str]:
+    """TensorRT optimisation profiles (min/opt/max) for a model with dynamic axes; none for a static graph.
+
+    TensorRT cannot build an engine for a dynamic axis without a range; the ranges are the same ones
+    `facefuse.optimize.tensorrt` uses for serialized engines (batch 1/1/8, image sides 128/640/1280).
+    """
+    from .optimize.tensorrt import input_profiles, ort_profile_options  # only machines with TensorRT get here
+
+    profiles = input_profiles(model_path)
+    if all(profile.min == profile.max for profile in profiles):
+        return {}
+    return ort_profile_options(profiles)
+
+
+def providers_with_options(model_path: Path, providers: tuple[str, ...] | list[str],
+                           config: RuntimeConfig) -> list[tuple[str, dict[str, Any]]]:
+    """(provider, options) pairs for one model: the provider's options, plus TensorRT's profiles for this graph."""
+    pairs = []
+    for provider in providers:
+        options = provider_options(provider, config)
+        if provider == "TensorrtExecutionProvider":
+            options.update(trt_profile_options(model_path))
+        pairs.append((provider, options))
+    return pairs
+
+
 @dataclass(frozen=True)
 class SessionInfo:
     path: Path
@@ -131,7 +157,7 @@ class Runtime:
                 cached = ort.InferenceSession(
                     str(model_path),
                     sess_options=session_options(self.config),
-                    providers=[(p, provider_options(p, self.config)) for p in chosen],
+                    providers=providers_with_options(Path(model_path), chosen, self.config),
                 )
                 self._sessions[key] = cached
             return cached

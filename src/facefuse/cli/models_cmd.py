@@ -61,7 +61,8 @@ def _size_text(size: int | None) -> str:
 
 def run_list(args: argparse.Namespace) -> int:
     store = _store()
-    rows = [entry_row(entry, store.verify(entry.name)) for entry in store.registry]
+    entries = [entry for entry in store.registry if "@" not in entry.name] + store.installed_variants()
+    rows = [entry_row(entry, store.verify(entry.name)) for entry in entries]
     if args.json:
         print(json.dumps({"cache_dir": str(store.cache_dir), "models": rows}))
         return 0

@@ -26,7 +26,7 @@ import onnx
 from ..config import StoreConfig
 from ..errors import ErrorCode, FacefuseError
 from .registry import (PRECISIONS, DerivedSource, ModelEntry, ModelRegistry, UrlSource, WheelSource,
-                       variant_name)
+                       precision_variant, variant_name)
 
 _log = logging.getLogger(__name__)
 
@@ -60,6 +60,15 @@ class ModelStore:
 
     def cached_path(self, name: str) -> Path:
         return self.cache_dir / self.registry.get(name).filename
+
+    def installed_variants(self) -> list[ModelEntry]:
+        """Optimised copies `facefuse optimize --install` put in the cache (``NAME@int8``, ``NAME@fp16``)."""
+        found = []
+        for entry in [e for e in self.registry if "@" not in e.name]:
+            for precision in PRECISIONS[1:]:
+                if (self.cache_dir / precision_variant(entry, precision).filename).is_file():
+                    found.append(self.registry.get(f"{entry.name}@{precision}"))
+        return found
 
     def is_cached(self, name: str) -> bool:
         return self.verify(name).status in ("ok", "unverified")
