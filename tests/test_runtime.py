@@ -112,3 +112,54 @@ def test_tensorrt_gets_profiles_for_dynamic_axes_only(mirror_dir: Path) -> None:
     assert trt["trt_max_workspace_size"] == 256 * 1024 * 1024 and dynamic["CPUExecutionProvider"] == {}
     static = dict(providers_with_options(mirror_dir / "yunet/yunet_s_640_640.onnx", chosen, RuntimeConfig()))
     assert not any(key.startswith("trt_profile") for key in static["TensorrtExecutionProvider"])
+
+
+def test_concurrent_calls_are_merged_into_one_batched_run(store_config: StoreConfig) -> None:
+    """With a batching window, two threads' FaceMesh calls become one run of batch 2, each getting its own rows."""
+    import threading
+
+    import numpy as np
+
+    from facefuse.batching import CoalescingSession
+
+    path = ModelStore(store_config).ensure("facemesh")
+    plain = Runtime(RuntimeConfig(intra_op_threads=1)).session(path)
+    merged = Runtime(RuntimeConfig(intra_op_threads=1, batch_window_ms=2000, batch_max=2)).session(path)
+    assert isinstance(merged, CoalescingSession)
+    name = plain.get_inputs()[0].name
+    rng = np.random.default_rng(7)
+    inputs = [rng.random((1, 3, 192, 192), dtype=np.float32) for _ in range(2)]
+    results: list[list[np.ndarray] | None] = [None, None]
+    start = threading.Barrier(2)
+
+    def call(i: int) -> None:
+        start.wait()
+        results[i] = merged.run(None, {name: inputs[i]})
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert merged.runs == 1 and merged.calls == 2  # batch_max reached: no need to wait out the window
+    for i in range(2):
+        expected = plain.run(None, {name: inputs[i]})
+        assert results[i] is not None
+        for got, want in zip(results[i], expected):
+            assert got.shape == want.shape and np.allclose(got, want, atol=1e-4)
+
+
+def test_batching_is_off_by_default_and_for_fixed_batch_models(store_config: StoreConfig) -> None:
+    from facefuse.batching import CoalescingSession
+
+    store = ModelStore(store_config)
+    assert not isinstance(Runtime().session(store.ensure("facemesh")), CoalescingSession)
+    fixed = Runtime(RuntimeConfig(batch_window_ms=5)).session(store.ensure("blazeface_full"))
+    assert not isinstance(fixed, CoalescingSession)
+
+
+def test_service_setting_reaches_the_runtime() -> None:
+    from facefuse.serve.settings import ServeSettings
+
+    runtime = ServeSettings(batch_window_ms=5, max_batch=4, workers=2).fuser_config().runtime
+    assert (runtime.batch_window_ms, runtime.batch_max, runtime.concurrency) == (5, 4, 2)

@@ -35,7 +35,8 @@ class RuntimeConfig:
 
     ``providers`` of ``None`` means the preferred order filtered by what the installed onnxruntime offers.
     ``intra_op_threads`` of 0 lets the runtime divide the cores by ``concurrency`` so that several requests
-    running at once do not oversubscribe the CPU.
+    running at once do not oversubscribe the CPU. ``batch_window_ms`` > 0 merges concurrent calls of a model with a
+    batch axis into one run (see :mod:`facefuse.batching`; worth it on GPUs, not on small CPUs).
     """
 
     providers: tuple[str, ...] | None = None
@@ -46,6 +47,8 @@ class RuntimeConfig:
     trt_workspace_mb: int = 256
     trt_fp16: bool = True
     trt_cache_dir: Path | None = None
+    batch_window_ms: float = 0.0
+    batch_max: int = 8
 
 
 @dataclass(frozen=True)

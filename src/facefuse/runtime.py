@@ -15,6 +15,7 @@ from typing import Any
 
 import onnxruntime as ort
 
+from .batching import CoalescingSession
 from .config import RuntimeConfig
 
 PROVIDER_PREFERENCE: tuple[str, ...] = (
@@ -141,14 +142,15 @@ class Runtime:
 
     def __init__(self, config: RuntimeConfig | None = None) -> None:
         self.config = config or RuntimeConfig()
-        self._sessions: dict[tuple[str, tuple[str, ...]], ort.InferenceSession] = {}
+        self._sessions: dict[tuple[str, tuple[str, ...]], ort.InferenceSession | CoalescingSession] = {}
         self._lock = threading.Lock()
 
     @property
     def providers(self) -> list[str]:
         return choose_providers(self.config.providers, ort.get_available_providers())
 
-    def session(self, model_path: Path | str, providers: list[str] | None = None) -> ort.InferenceSession:
+    def session(self, model_path: Path | str,
+                providers: list[str] | None = None) -> ort.InferenceSession | CoalescingSession:
         chosen = tuple(providers or self.providers)
         key = (str(Path(model_path).resolve()), chosen)
         with self._lock:
@@ -159,6 +161,8 @@ class Runtime:
                     sess_options=session_options(self.config),
                     providers=providers_with_options(Path(model_path), chosen, self.config),
                 )
+                if self.config.batch_window_ms > 0 and not isinstance(cached.get_inputs()[0].shape[0], int):
+                    cached = CoalescingSession(cached, self.config.batch_window_ms / 1000, self.config.batch_max)
                 self._sessions[key] = cached
             return cached
 

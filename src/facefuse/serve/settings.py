@@ -48,6 +48,9 @@ class ServeSettings(BaseSettings):
     precision: Literal["fp32", "int8", "fp16"] = Field(
         AnalysisConfig.precision, description="use the INT8/FP16 model variants `facefuse optimize --install` made "
                                               "(FP32 where none passed)")
+    batch_window_ms: float = Field(0.0, ge=0, le=100,
+                                   description="merge concurrent requests' calls of models with a batch axis "
+                                               "(FaceMesh) into one run, waiting up to this long; for GPUs (0: off)")
     analysis_cache_mb: int = Field(64, ge=0, description="decoded photos whose face analysis is kept, keyed by "
                                                          "content, so reused templates skip detection (0: off)")
 
@@ -74,7 +77,8 @@ class ServeSettings(BaseSettings):
         providers = tuple(p for p in self.providers.split(",") if p.strip()) or None
         return FuserConfig(
             store=store or StoreConfig(),
-            runtime=RuntimeConfig(providers=providers, concurrency=self.workers),
+            runtime=RuntimeConfig(providers=providers, concurrency=self.workers, batch_window_ms=self.batch_window_ms,
+                                  batch_max=self.max_batch),
             analysis=AnalysisConfig(detector=self.detector, precision=self.precision, limits=self.image_limits()),
             analysis_cache_mb=self.analysis_cache_mb,
         )
