@@ -83,9 +83,9 @@ class CoalescingSession:
 
     def _run(self, batch: _Batch, output_names: list[str] | None) -> list[np.ndarray]:
         calls = batch.calls
-        feed = {name: np.concatenate([c.feed[name] for c in calls]) if len(calls) > 1 else calls[0].feed[name]
-                for name in calls[0].feed}
-        try:
+        try:  # everything that can fail is in here, so no follower is ever left waiting
+            feed = {name: np.concatenate([c.feed[name] for c in calls]) if len(calls) > 1 else calls[0].feed[name]
+                    for name in calls[0].feed}
             outputs = self._session.run(output_names, feed)
         except BaseException as exc:
             for follower in calls[1:]:
