@@ -194,6 +194,6 @@ def compose(image: np.ndarray, rendered: RenderedFace, options: FusionOptions) -
     else:
         blended = multiband_blend(face, target, mask)
     blended = unsharp(blended, options.sharpen, mask)
-    full = rendered.target_crop.copy()
-    full[sub] = blended
-    return paste_back(image, full, region, rendered.matrix)
+    to_box = rendered.matrix.copy()
+    to_box[:, 2] -= (x0, y0)  # image → the box's own pixels
+    return paste_back(image, blended, region[sub], to_box)
