@@ -21,12 +21,19 @@ def default_mirror() -> Path | None:
 
 @dataclass(frozen=True)
 class StoreConfig:
-    """Where models are cached, where a local mirror is, and whether the network may be used."""
+    """Where models are cached, where a local mirror is, whether the network may be used, and which licences.
+
+    ``allow_noncommercial_models`` false limits the pipeline to permissively licensed models: stages whose model is
+    non-commercial (our UTKFace-trained segmenter and restorer, the InsightFace-derived swappers) fall back to their
+    classic method or are refused, so a commercial deployment cannot use such weights by accident.
+    """
 
     home: Path = field(default_factory=default_home)
     mirror: Path | None = field(default_factory=default_mirror)
     offline: bool = field(default_factory=lambda: os.environ.get("FACEFUSE_OFFLINE", "") not in ("", "0"))
     download_timeout_s: float = 60.0
+    allow_noncommercial_models: bool = field(
+        default_factory=lambda: os.environ.get("FACEFUSE_ALLOW_NONCOMMERCIAL_MODELS", "1").lower() not in ("0", "false", "no"))
 
 
 @dataclass(frozen=True)

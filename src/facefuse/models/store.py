@@ -70,6 +70,10 @@ class ModelStore:
                     found.append(self.registry.get(f"{entry.name}@{precision}"))
         return found
 
+    def permits(self, name: str) -> bool:
+        """Whether this deployment's licence setting allows ``name`` (see ``StoreConfig.allow_noncommercial_models``)."""
+        return self.config.allow_noncommercial_models or self.registry.get(name).commercial_use
+
     def is_cached(self, name: str) -> bool:
         return self.verify(name).status in ("ok", "unverified")
 
