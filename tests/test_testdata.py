@@ -4,18 +4,16 @@ server on 127.0.0.1 that honours (or ignores) Range requests — fresh download,
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import http.server
 import re
 import socket
-import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import testdata
+from range_server import RangeServer, serve
 from testdata import Manifest, MissingData, ensure
 
 from facefuse.models.download import fetch, partial_path, sha256_of
@@ -64,52 +62,6 @@ def test_add_lists_a_mirror_file_with_its_origin(data_root: Path) -> None:
 # -- fetching ----------------------------------------------------------------------------------------------------
 
 
-class RangeServer(http.server.ThreadingHTTPServer):
-    """Serves a folder; records (path, Range header, status) of each request; may ignore Range like some servers."""
-
-    def __init__(self, folder: Path, honour_range: bool) -> None:
-        self.folder, self.honour_range, self.requests = folder, honour_range, []
-        super().__init__(("127.0.0.1", 0), RangeHandler)
-
-
-class RangeHandler(http.server.BaseHTTPRequestHandler):
-    server: RangeServer
-
-    def do_GET(self) -> None:
-        path = self.server.folder / self.path.lstrip("/")
-        wanted = self.headers.get("Range")
-        if not path.is_file():
-            self.server.requests.append((self.path, wanted, 404))
-            self.send_error(404)
-            return
-        data = path.read_bytes()
-        start = int(re.fullmatch(r"bytes=(\d+)-", wanted).group(1)) if wanted and self.server.honour_range else 0
-        status = 416 if start >= len(data) > 0 and wanted else 206 if start else 200
-        self.server.requests.append((self.path, wanted, status))
-        self.send_response(status)
-        body = b"" if status == 416 else data[start:]
-        if status == 206:
-            self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@contextlib.contextmanager
-def serve(folder: Path, honour_range: bool = True) -> Iterator[tuple[RangeServer, str]]:
-    server = RangeServer(folder, honour_range)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 @pytest.fixture
 def upstream(tmp_path: Path, data_root: Path) -> Iterator[tuple[Manifest, RangeServer, Path]]:
     """A manifest of the sample files whose URLs point at a local server holding copies of them."""
@@ -143,6 +95,18 @@ def test_an_interrupted_download_resumes_where_it_stopped(upstream, tmp_path: Pa
     ensure(manifest, root, None)
     assert (f"/{clip}", "bytes=250000-", 206) in server.requests
     assert sha256_of(root / clip) == sha256_of(folder / clip) and not part.exists()
+
+
+def test_a_complete_partial_file_is_verified_and_kept(upstream, tmp_path: Path) -> None:
+    """A run cut off after the last byte but before the rename: the server answers 416, the hash decides."""
+    manifest, server, folder = upstream
+    root = tmp_path / "root"
+    photo = SAMPLE_PATHS[0]
+    partial_path(root / photo).parent.mkdir(parents=True)
+    partial_path(root / photo).write_bytes((folder / photo).read_bytes())
+    ensure(manifest, root, None)
+    assert (f"/{photo}", f"bytes={(folder / photo).stat().st_size}-", 416) in server.requests
+    assert testdata.check(manifest, root) == []
 
 
 def test_a_server_that_ignores_range_gets_the_file_written_from_the_start(tmp_path: Path, data_root: Path) -> None:

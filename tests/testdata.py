@@ -128,8 +128,8 @@ def check(manifest: Manifest, folder: Path) -> list[str]:
             problems.append(f"{entry.path}: missing")
         elif path.stat().st_size != entry.size:
             problems.append(f"{entry.path}: {path.stat().st_size} bytes, expected {entry.size}")
-        elif sha256_of(path) != entry.sha256:
-            problems.append(f"{entry.path}: SHA-256 {sha256_of(path)}, expected {entry.sha256}")
+        elif (digest := sha256_of(path)) != entry.sha256:
+            problems.append(f"{entry.path}: SHA-256 {digest}, expected {entry.sha256}")
     return problems
 
 
