@@ -165,7 +165,7 @@ def test_no_network_and_no_mirror_give_one_clear_message(tmp_path: Path) -> None
     assert "faces/face_recognition (" in message and "train/utkface (256)" in message
     assert "no ../shared beside the repository" in message and "unreachable" in message
     assert "FACEFUSE_TEST_DATA_MIRROR" in message and "raw.githubusercontent.com" in message
-    assert message.count("Connection refused") == 1, "the network is tried once, not once per file"
+    assert message.count("Connection refused") == 1, "one network failure is reported once, not once per file"
 
 
 def test_fetch_command_prints_the_message_not_a_traceback(tmp_path: Path, monkeypatch, capsys) -> None:

@@ -20,8 +20,10 @@ import argparse
 import json
 import os
 import sys
+import threading
 import urllib.error
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -143,14 +145,12 @@ def ensure(manifest: Manifest, root: Path, mirror: Path | None, *, allow_network
            timeout_s: float = 60.0, progress: Callable[[str], None] = lambda line: None) -> dict[str, int]:
     """Make every listed file present and verified under ``root``; return how many came from where.
 
-    Order per file: already there and verified, else the mirror, else its URL. After the first failure to reach
-    a server the remaining downloads are not tried (an unreachable network would otherwise cost one timeout per
-    file). Raises :class:`MissingData` with one message listing everything that is still missing.
+    Order per file: already there and verified, else the mirror, else its URL (eight downloads at a time). After
+    the first failure to reach a server the remaining downloads are not started (an unreachable network would
+    otherwise cost one timeout per file). Raises :class:`MissingData` with one message listing what is missing.
     """
     counts = {"present": 0, "mirror": 0, "downloaded": 0}
     refused: dict[str, str] = {}  # files with a reason of their own (wrong bytes, HTTP error, no public origin)
-    missing: list[DataFile] = []
-    network_error: str | None = None
     to_download = []
     for entry in manifest.files:
         final = root / entry.path
@@ -164,29 +164,56 @@ def ensure(manifest: Manifest, root: Path, mirror: Path | None, *, allow_network
                 continue
             except DigestMismatch as exc:
                 refused[entry.path] = f"the mirror's copy has SHA-256 {exc.digest[:12]}…, expected {entry.sha256[:12]}…"
-        to_download.append(entry)
-    if to_download and allow_network:
-        size = sum(e.size for e in to_download) / 1e6
-        progress(f"test data: downloading {len(to_download)} files ({size:.1f} MB) into {root}")
-    for number, entry in enumerate(to_download, 1):
         if entry.url is None:
             refused.setdefault(entry.path, f"mirror only: {manifest.sources[entry.source].note}")
-        elif allow_network and network_error is None:
-            try:
-                fetch(entry.url, root / entry.path, entry.sha256, timeout_s)
-                counts["downloaded"] += 1
-                progress(f"  [{number}/{len(to_download)}] {entry.path} ({entry.size / 1e3:.0f} kB)")
-                continue
-            except DigestMismatch as exc:
-                refused[entry.path] = f"{entry.url} sent bytes with SHA-256 {exc.digest[:12]}…, refused"
-            except urllib.error.HTTPError as exc:
-                refused[entry.path] = f"{entry.url}: HTTP {exc.code}"
-            except OSError as exc:  # URLError, timeouts, refused connections: the network, not this file
-                network_error = f"{entry.url}: {getattr(exc, 'reason', exc)}"
-        missing.append(entry)
+        to_download.append(entry)
+    network = _Downloads(root, timeout_s, progress, refused)
+    if allow_network:
+        network.run([e for e in to_download if e.url is not None])
+    counts["downloaded"] = len(network.done)
+    missing = [e for e in to_download if e.path not in network.done]
     if missing:
-        raise MissingData(_missing_message(manifest, root, mirror, missing, refused, network_error, allow_network))
+        raise MissingData(_missing_message(manifest, root, mirror, missing, refused, network.error, allow_network))
     return counts
+
+
+class _Downloads:
+    """Several files fetched at once (each HTTPS request is mostly waiting); stops at the first network failure."""
+
+    THREADS = 8
+
+    def __init__(self, root: Path, timeout_s: float, progress: Callable[[str], None], refused: dict[str, str]):
+        self.root, self.timeout_s, self.progress, self.refused = root, timeout_s, progress, refused
+        self.done: set[str] = set()
+        self.error: str | None = None  # the first failure to reach a server
+        self._lock = threading.Lock()
+        self._total = 0
+
+    def run(self, entries: list[DataFile]) -> None:
+        if not entries:
+            return
+        self._total = len(entries)
+        self.progress(f"test data: downloading {len(entries)} files ({sum(e.size for e in entries) / 1e6:.1f} MB) "
+                      f"into {self.root}")
+        with ThreadPoolExecutor(self.THREADS) as pool:
+            list(pool.map(self._one, entries))
+
+    def _one(self, entry: DataFile) -> None:
+        if self.error is not None:
+            return
+        try:
+            fetch(entry.url, self.root / entry.path, entry.sha256, self.timeout_s)
+        except DigestMismatch as exc:
+            self.refused[entry.path] = f"{entry.url} sent bytes with SHA-256 {exc.digest[:12]}…, refused"
+        except urllib.error.HTTPError as exc:
+            self.refused[entry.path] = f"{entry.url}: HTTP {exc.code}"
+        except OSError as exc:  # URLError, timeouts, refused connections: the network, not this file
+            with self._lock:
+                self.error = self.error or f"{entry.url}: {getattr(exc, 'reason', exc)}"
+        else:
+            with self._lock:
+                self.done.add(entry.path)
+                self.progress(f"  [{len(self.done)}/{self._total}] {entry.path} ({entry.size / 1e3:.0f} kB)")
 
 
 def _missing_message(manifest: Manifest, root: Path, mirror: Path | None, missing: list[DataFile],
