@@ -59,6 +59,23 @@ def test_add_lists_a_mirror_file_with_its_origin(data_root: Path) -> None:
     assert sorted(added.files, key=lambda f: f.path) == [listed[SAMPLE_PATHS[0]], listed[SAMPLE_PATHS[2]]]
 
 
+def test_add_takes_a_folder_and_refuses_what_it_cannot_list(data_root: Path, tmp_path: Path, monkeypatch,
+                                                             capsys) -> None:
+    mirror = testdata.default_mirror() or data_root
+    listed = {f.path: f for f in MANIFEST.files}
+    added = testdata.add(Manifest(MANIFEST.sources, ()), mirror, ["faces/insightface/inspireface/rotate"])
+    assert sorted(added.files, key=lambda f: f.path) == [listed[f"faces/insightface/inspireface/rotate/rot_{a}.jpg"]
+                                                         for a in (0, 180, 270, 90)]
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "n.txt").write_text("a file of no listed source")
+    with pytest.raises(ValueError, match="no source in data_manifest.json covers notes/n.txt"):
+        testdata.add(MANIFEST, tmp_path, ["notes"])
+    monkeypatch.setenv("FACEFUSE_TEST_DATA_MIRROR", str(mirror))
+    assert testdata.main(["add", "faces/no-such-folder/x.jpg"]) == 1
+    assert "nothing added: faces/no-such-folder/x.jpg is not in the mirror" in capsys.readouterr().err
+    assert testdata.Manifest.load() == MANIFEST, "the manifest on disk is untouched"
+
+
 # -- fetching ----------------------------------------------------------------------------------------------------
 
 

@@ -11,7 +11,7 @@ Command line (``make test-data`` runs the first)::
 
     python tests/testdata.py fetch            # fill and verify the data root; one clear message when it cannot
     python tests/testdata.py check [FOLDER]   # the manifest against a folder (default: the mirror)
-    python tests/testdata.py add PATH...      # list more mirror files (hash, size, URL and licence filled in)
+    python tests/testdata.py add PATH...      # list more mirror files or folders (hash, size, URL, licence filled in)
 """
 
 from __future__ import annotations
@@ -96,7 +96,8 @@ class Manifest:
     def source_of(self, path: str) -> Source:
         matching = [s for s in self.sources.values() if path.startswith(s.prefix)]
         if not matching:
-            raise KeyError(f"no source in {MANIFEST.name} covers {path}: add one (repository, commit, licence)")
+            raise ValueError(f"no source in {MANIFEST.name} covers {path}: add one (prefix, repository, commit, "
+                             "upstream path, licence) to its \"sources\"")
         return max(matching, key=lambda s: len(s.prefix))
 
 
@@ -261,14 +262,26 @@ def prepared_root() -> Path:
 
 
 def add(manifest: Manifest, mirror: Path, paths: Iterable[str]) -> Manifest:
-    """The manifest with the mirror files ``paths`` listed (hash, size, URL and licence from their source)."""
+    """The manifest with the mirror files ``paths`` listed (hash, size, URL and licence from their source).
+
+    A folder stands for every file under it (the mirror's own ``SOURCE.txt`` notes excepted). Raises
+    ``ValueError`` for a path that is not in the mirror or that no source covers.
+    """
     files = {f.path: f for f in manifest.files}
-    for path in paths:
-        path = Path(path).as_posix().removeprefix("./")
-        source = manifest.source_of(path)
-        local = mirror / path
-        files[path] = DataFile(path, source.key, source.url_for(path), sha256_of(local), local.stat().st_size,
-                               source.licence)
+    for given in paths:
+        local = mirror / Path(given)
+        if local.is_dir():
+            found = sorted(p for p in local.rglob("*") if p.is_file() and p.name != "SOURCE.txt"
+                           and not p.name.startswith("."))
+        elif local.is_file():
+            found = [local]
+        else:
+            raise ValueError(f"{given} is not in the mirror {mirror}")
+        for file in found:
+            path = file.relative_to(mirror).as_posix()
+            source = manifest.source_of(path)
+            files[path] = DataFile(path, source.key, source.url_for(path), sha256_of(file), file.stat().st_size,
+                                   source.licence)
     return Manifest(manifest.sources, tuple(files.values()))
 
 
@@ -278,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("fetch", help="fill and verify the test-data root")
     check_cmd = commands.add_parser("check", help="check the manifest against a folder (default: the mirror)")
     check_cmd.add_argument("folder", nargs="?", type=Path)
-    add_cmd = commands.add_parser("add", help="list files of the mirror in the manifest")
+    add_cmd = commands.add_parser("add", help="list files (or folders) of the mirror in the manifest")
     add_cmd.add_argument("paths", nargs="+")
     args = parser.parse_args(argv)
     manifest = Manifest.load()
@@ -306,7 +319,13 @@ def main(argv: list[str] | None = None) -> int:
     if mirror is None:
         print("`add` reads the files from the mirror: set FACEFUSE_TEST_DATA_MIRROR", file=sys.stderr)
         return 1
-    add(manifest, mirror, args.paths).save()
+    try:
+        grown = add(manifest, mirror, args.paths)
+    except ValueError as exc:
+        print(f"nothing added: {exc}", file=sys.stderr)
+        return 1
+    grown.save()
+    print(f"{len(grown.files) - len(manifest.files)} files added to {MANIFEST} ({len(grown.files)} listed)")
     return 0
 
 
