@@ -17,11 +17,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from range_server import serve
 
 from facefuse.cli import main
 from facefuse.config import StoreConfig
 from facefuse.errors import ErrorCode, FacefuseError
 from facefuse.models import ModelRegistry, ModelStore, UrlSource, sha256_of
+from facefuse.models.download import partial_path
 
 
 @pytest.fixture
@@ -217,6 +219,21 @@ def test_models_path_missing_offline(cli_env: Path, tmp_path: Path, monkeypatch:
 def test_models_pull_unknown_name(cli_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_cli(capsys, "models", "pull", "nonexistent")
     assert code == 4 and "MODEL_MISSING" in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_interrupted_model_download_resumes(tmp_path: Path, mirror_dir: Path, yunet_entry) -> None:
+    """The bytes a cut-off pull left beside the cache are continued with a Range request, then verified."""
+    whole = (mirror_dir / "yunet" / "yunet_s_640_640.onnx").read_bytes()
+    (tmp_path / "up").mkdir()
+    (tmp_path / "up" / "yunet.onnx").write_bytes(whole)
+    with serve(tmp_path / "up") as (server, base):
+        entry = dataclasses.replace(yunet_entry, source=UrlSource(f"{base}/yunet.onnx"))
+        store = store_with(entry, tmp_path / "home", None)
+        part = partial_path(store.cached_path("yunet"))
+        part.parent.mkdir(parents=True)
+        part.write_bytes(whole[:100_000])
+        assert sha256_of(store.ensure("yunet")) == entry.sha256
+    assert server.requests == [("/yunet.onnx", "bytes=100000-", 206)] and not part.exists()
 
 
 # -- models shipped inside the package ---------------------------------------------------------------------------
