@@ -22,8 +22,10 @@ from swagger_ui_bundle import swagger_ui_path
 from ..config import StoreConfig
 from .batcher import Batcher
 from .http_errors import install_error_handlers
+from .methods import HeadAsGet
 from .metrics import ServiceMetrics
 from .middleware import RequestContext
+from .openapi import install_openapi
 from .routes import api, ops
 from .settings import ServeSettings
 from .state import ServiceState
@@ -79,6 +81,7 @@ def create_app(settings: ServeSettings | None = None, *, store: StoreConfig | No
             await asyncio.gather(loading, return_exceptions=True)  # a load in progress finishes first
 
     app = FastAPI(title="facefuse", version=version("facefuse"), lifespan=lifespan, docs_url=None, redoc_url=None,
+                  generate_unique_id_function=lambda route: route.name,  # operationIds: fuse, detect, healthz…
                   description="Offline face fusion. Results are AI-generated and labelled as such; "
                               "fusing someone's face needs their consent.")
     app.state.service = state
@@ -87,10 +90,12 @@ def create_app(settings: ServeSettings | None = None, *, store: StoreConfig | No
     app.include_router(ops)
     app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
     _serve_docs_offline(app)
+    install_openapi(app, settings)
     if settings.cors_origin:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origin, allow_methods=["GET", "POST"],
                            allow_headers=["Authorization", "Content-Type", "X-Request-ID"],
                            expose_headers=["Server-Timing", "X-Request-ID", "Retry-After"])
+    app.add_middleware(HeadAsGet)
     app.add_middleware(SecurityHeaders)
     app.add_middleware(RequestContext, metrics=metrics)
     return app

@@ -32,8 +32,9 @@ def validation_problems(errors: Sequence[Any]) -> list[dict[str, str]]:
     return [{"field": ".".join(str(p) for p in e["loc"]), "problem": str(e["msg"])} for e in errors]
 
 
-def error_response(exc: FacefuseError, request_id: str | None = None) -> JSONResponse:
-    headers: dict[str, str] = {}
+def error_response(exc: FacefuseError, request_id: str | None = None,
+                   headers: dict[str, str] | None = None) -> JSONResponse:
+    headers = dict(headers or {})
     if exc.code is ErrorCode.QUEUE_FULL:
         headers["Retry-After"] = str(exc.details.get("retry_after_s", 1))
     if exc.code is ErrorCode.UNAUTHORIZED:
@@ -57,7 +58,7 @@ async def _framework_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = _FRAMEWORK_CODES.get(exc.status_code, ErrorCode.BAD_REQUEST)
     return error_response(FacefuseError(code, str(exc.detail), "see /docs for the endpoints and their methods"),
-                          _request_id(request))
+                          _request_id(request), exc.headers)  # e.g. Allow on 405
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:

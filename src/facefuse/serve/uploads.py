@@ -227,8 +227,8 @@ def parse_fuse(request: Request, body: bytes) -> FuseInput:
             _require_files(fields, ("source", "target"))
             options = FuseOptionsIn.model_validate(_text_fields(fields, ("source", "target")))
             return FuseInput(fields["source"], fields["target"], options)
-        if media_type == "application/json":
-            data = FuseJSON.model_validate(_json_object(body))
+        if media_type == "application/json":  # strict: JSON has types, so "true" for a boolean is refused
+            data = FuseJSON.model_validate(_json_object(body), strict=True)
             return FuseInput(decode_base64(data.source, "source"), decode_base64(data.target, "target"), data)
     except ValidationError as exc:
         raise _invalid(exc) from None
@@ -245,7 +245,7 @@ def parse_detect(request: Request, body: bytes) -> DetectInput:
             data = DetectJSON.model_validate({"image": "", **texts})
             return DetectInput(fields["image"], data.role)
         if media_type == "application/json":
-            data = DetectJSON.model_validate(_json_object(body))
+            data = DetectJSON.model_validate(_json_object(body), strict=True)
             return DetectInput(decode_base64(data.image, "image"), data.role)
     except ValidationError as exc:
         raise _invalid(exc) from None
