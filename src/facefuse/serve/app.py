@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from swagger_ui_bundle import swagger_ui_path
@@ -90,7 +91,7 @@ def create_app(settings: ServeSettings | None = None, *, store: StoreConfig | No
     app.include_router(ops)
     app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
     _serve_docs_offline(app)
-    install_openapi(app, settings)
+    install_openapi(app, settings, state.fuse_models, keyed_paths={route.path for route in api.routes if isinstance(route, APIRoute)})
     if settings.cors_origin:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origin, allow_methods=["GET", "POST"],
                            allow_headers=["Authorization", "Content-Type", "X-Request-ID"],

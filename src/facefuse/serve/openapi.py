@@ -91,6 +91,7 @@ OPERATION_ERRORS: dict[tuple[str, str], tuple[ErrorCode, ...]] = {
     ("post", "/v1/fuse"): _UPLOAD + _FACES + _QUEUED_WORK,
     ("post", "/v1/detect"): _UPLOAD + _QUEUED_WORK,
     ("get", "/v1/models"): (ErrorCode.NOT_READY,),
+    ("get", "/v1/options"): (),
     ("get", "/healthz"): (),
     ("get", "/readyz"): (ErrorCode.NOT_READY,),
     ("get", "/metrics"): (),
@@ -136,8 +137,23 @@ def _without_null(schema: dict[str, Any]) -> dict[str, Any]:
     if not options:
         return schema
     kept = [option for option in options if option.get("type") != "null"]
-    rest = {key: value for key, value in schema.items() if key != "anyOf"}
+    rest = {key: value for key, value in schema.items()
+            if key != "anyOf" and not (key == "default" and value is None)}
     return {**rest, **kept[0]} if len(kept) == 1 else {**rest, "anyOf": kept}
+
+
+def _const_as_enum(schema: Any) -> Any:
+    """``const: x`` written as the equivalent ``enum: [x]`` (pydantic's form of a one-value Literal): client
+    generators handle enums everywhere, while openapi-python-client 0.29 turns a ``const`` inside ``anyOf`` into an
+    ``isinstance`` check on ``Literal[...]`` that fails at run time."""
+    if isinstance(schema, list):
+        return [_const_as_enum(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    converted = {key: _const_as_enum(value) for key, value in schema.items() if key != "const"}
+    if "const" in schema:
+        converted["enum"] = [schema["const"]]
+    return converted
 
 
 def request_body(name: str, files: dict[str, str], json_model: type[BaseModel],
@@ -161,9 +177,19 @@ def request_body(name: str, files: dict[str, str], json_model: type[BaseModel],
                "description": f"{text} {about}, base64-encoded (a data: URL prefix is allowed)"}
         for name, text in files.items()}}
     return {"requestBody": {"required": True, "content": {
-        "multipart/form-data": {"schema": form},
-        "application/json": {"schema": data},
+        "multipart/form-data": {"schema": _const_as_enum(form)},
+        "application/json": {"schema": _const_as_enum(data)},
     }}}
+
+
+FUSE_PHOTOS = {"source": "identity photo", "target": "pose/scene photo"}
+
+
+def fuse_request_body(models: tuple[type[BaseModel], type[BaseModel]]) -> dict[str, Any]:
+    """The request body of ``POST /v1/fuse`` for (form, JSON) request models: the library's on the route, each
+    app's own (its defaults and engines) in the document it serves."""
+    form, json_model = models
+    return request_body("Fuse", FUSE_PHOTOS, json_model, form)
 
 
 # -- the document ----------------------------------------------------------------------------------------------
@@ -207,9 +233,15 @@ def _hoist_request_bodies(schema: dict[str, Any]) -> None:
                     media["schema"] = {"$ref": _REF.format(model=body["title"])}
 
 
-def build_openapi(app: FastAPI, settings: ServeSettings) -> dict[str, Any]:
-    """FastAPI's document for ``app``, completed (see the module docstring)."""
+def build_openapi(app: FastAPI, settings: ServeSettings, fuse_models: tuple[type[BaseModel], type[BaseModel]],
+                  keyed_paths: set[str]) -> dict[str, Any]:
+    """FastAPI's document for ``app``, completed (see the module docstring).
+
+    ``fuse_models`` are the app's request models of ``/v1/fuse`` (its option defaults and the engines it loaded, so
+    the document offers exactly what this server accepts); ``keyed_paths`` the paths that need the API key.
+    """
     schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+    schema["paths"]["/v1/fuse"]["post"].update(fuse_request_body(fuse_models))
     components = schema.setdefault("components", {})
     _, definitions = models_json_schema([(model, "serialization") for model in (ErrorResponse, FuseAnswer,
                                                                                DetectAnswer)], ref_template=_REF)
@@ -223,7 +255,7 @@ def build_openapi(app: FastAPI, settings: ServeSettings) -> dict[str, Any]:
                 raise RuntimeError(f"{method.upper()} {path} has no entry in serve.openapi.OPERATION_ERRORS")
             operation = item[method]
             codes = [*OPERATION_ERRORS[(method, path)], ErrorCode.INTERNAL]
-            if settings.api_key is not None and path.startswith("/v1/"):
+            if settings.api_key is not None and path in keyed_paths:
                 codes.append(ErrorCode.UNAUTHORIZED)
                 operation["security"] = [{SECURITY_SCHEME: []}]
             _ok(operation, path)
@@ -234,13 +266,14 @@ def build_openapi(app: FastAPI, settings: ServeSettings) -> dict[str, Any]:
     return schema
 
 
-def install_openapi(app: FastAPI, settings: ServeSettings) -> None:
+def install_openapi(app: FastAPI, settings: ServeSettings, fuse_models: tuple[type[BaseModel], type[BaseModel]],
+                    keyed_paths: set[str]) -> None:
     """Serve :func:`build_openapi`'s document at ``/openapi.json`` (built once, on first request)."""
     built: list[dict[str, Any]] = []
 
     def openapi() -> dict[str, Any]:
         if not built:
-            built.append(build_openapi(app, settings))
+            built.append(build_openapi(app, settings, fuse_models, keyed_paths))
         return built[0]
 
     app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to replace the document

@@ -11,14 +11,13 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from ..analysis.select import parse_face_choice, select_faces
+from ..analysis.select import select_faces
 from ..analysis.types import ImageAnalysis
 from ..errors import ErrorCode, FacefuseError
-from ..fusion.engine import FusionOptions
 from ..imageio import MEDIA_TYPES, output_format
-from ..pipeline import FusionResult, validate_options
+from ..pipeline import FusionResult
 from .negotiation import image_format_wanted
-from .openapi import request_body
+from .openapi import fuse_request_body, request_body
 from .state import ServiceState
 from .uploads import DetectJSON, FuseJSON, FuseOptionsIn, parse_detect, parse_fuse, read_body
 from .web import CONTENT_SECURITY_POLICY, WEB_DIR
@@ -55,26 +54,21 @@ def _server_timing(timings_ms: dict[str, float]) -> str:
 
 
 @api.post("/fuse", summary="Fuse the source face into the target photo",
-          openapi_extra=request_body("Fuse", {"source": "identity photo", "target": "pose/scene photo"},
-                                     FuseJSON, FuseOptionsIn))
+          openapi_extra=fuse_request_body((FuseOptionsIn, FuseJSON)))
 async def fuse(request: Request) -> Response:
     state = service(request)
     fuser, batcher = state.require_ready()
     deadline = time.monotonic() + state.settings.deadline_s
     body = await read_body(request, state.settings.max_body_bytes)
-    upload = await run_in_threadpool(parse_fuse, request, body)  # a large JSON body must not stall the loop
-    given = upload.options
-    options = FusionOptions(profile_degree=given.profile_degree, feature_degree=given.feature_degree,
-                            target_face=parse_face_choice(given.target_face), visible_label=given.visible_label,
-                            engine=given.engine or state.settings.engine)
-    validate_options(options)
+    # a large JSON body must not stall the loop
+    upload = await run_in_threadpool(parse_fuse, request, body, state.fuse_models, state.defaults)
     as_image, accepted_format = image_format_wanted(request.headers.get("accept", ""))
-    fmt = output_format(given.output_format or accepted_format or "jpeg")
+    fmt = output_format(upload.encoding.output_format or accepted_format or "jpeg")
 
     def work() -> tuple[FusionResult, bytes, float]:
-        result = fuser.fuse(upload.source, upload.target, options)
+        result = fuser.fuse(upload.source, upload.target, upload.options)
         start = time.perf_counter()
-        data = result.encode(fmt, given.quality)
+        data = result.encode(fmt, upload.encoding.quality)
         return result, data, (time.perf_counter() - start) * 1000
 
     outcome = await batcher.run(work, deadline=deadline, disconnected=lambda: _disconnect(request))
@@ -129,12 +123,21 @@ async def models(request: Request) -> dict[str, Any]:
     fuser, _ = state.require_ready()
     return {
         "detector": fuser.config.analysis.detector,
-        "engine": state.settings.engine,
+        "engine": state.settings.engines[0],
+        "engines": state.settings.engines,
         "providers": fuser.runtime.providers,
         "models": [{"name": e.name, "task": e.task.value, "licence": e.licence_note, "default": e.default,
                     "cached": fuser.store.cached_path(e.name).exists(), "description": e.description}
                    for e in fuser.store.registry],
     }
+
+
+@ops.get("/v1/options", summary="The fusion options a request may set, as JSON Schema (what the web page's "
+                                 "controls are built from)", tags=["fusion"])
+async def options(request: Request) -> dict[str, Any]:
+    state = service(request)
+    form, _ = state.fuse_models
+    return {"schema": form.model_json_schema(), "engines": state.settings.engines}
 
 
 @ops.get("/healthz", summary="The process is up")
