@@ -19,6 +19,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from serve_helpers import LiveServer
 
@@ -60,8 +61,9 @@ def test_schemathesis_finds_no_difference_between_schema_and_server(server, phot
                f"{server.url}/openapi.json", "--checks", "all", "--phases", "examples,coverage,fuzzing,stateful",
                "--max-examples", "25", "--seed", "20261130", "--workers", "1", "--request-timeout", "60",
                "--header", f"Authorization: Bearer {KEY}", "--generation-database", "none", "--no-color"]
-    run = subprocess.run(command, env=_env(SCHEMATHESIS_HOOKS="contract_hooks", FACEFUSE_CONTRACT_PHOTOS=photo_list),
-                         capture_output=True, text=True, timeout=300, cwd=tmp_path)  # its cache stays out of the repo
+    hooks = _env(SCHEMATHESIS_HOOKS="contract_hooks", FACEFUSE_CONTRACT_PHOTOS=photo_list)
+    run = subprocess.run(command, check=False, env=hooks, capture_output=True, text=True, timeout=300,
+                         cwd=tmp_path)  # its cache stays out of the repository
     report = "\n".join(line[:300] for line in run.stdout.splitlines())  # request bodies carry whole photos
     assert run.returncode == 0, report[-12_000:]
     assert "Examples" in report and "Coverage" in report and "Fuzzing" in report
@@ -83,13 +85,43 @@ def test_security_scheme_only_where_a_key_is_required():
                                   if code is not ErrorCode.NOT_FOUND and code is not ErrorCode.METHOD_NOT_ALLOWED}}
 
 
+def test_head_wherever_get_and_allow_on_405(server):
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        for path in ("/healthz", "/readyz", "/metrics", "/", "/static/app.js"):
+            got, head = http.get(path), http.head(path)
+            assert head.status_code == 200 and head.content == b"", path
+            assert head.headers["content-type"] == got.headers["content-type"], path
+        refused = http.delete("/v1/fuse", headers={"Authorization": f"Bearer {KEY}"})
+        assert refused.status_code == 405 and refused.headers["allow"] == "POST"
+        assert refused.json()["error"]["code"] == ErrorCode.METHOD_NOT_ALLOWED.value
+        assert http.request("TRACE", "/healthz").headers["allow"] == "GET, HEAD"
+        assert http.head("/v1/fuse").headers["allow"] == "POST"  # HEAD only where GET is
+
+
+def test_option_values_are_read_as_the_schema_declares_them(server, photos):
+    """Form booleans are true/false only; in JSON a boolean must be one, and 53.0 is an integer as in JSON Schema."""
+    auth = {"Authorization": f"Bearer {KEY}"}
+    pair = {"source": photos["source"].read_bytes(), "target": photos["target"].read_bytes()}
+    as_json = {name: base64.b64encode(data).decode() for name, data in pair.items()}
+    with httpx.Client(base_url=server.url, timeout=60, headers=auth) as http:
+        for word in ("0", "yes", "on"):
+            refused = http.post("/v1/fuse", files=pair, data={"visible_label": word})
+            assert refused.status_code == 400 and refused.json()["error"]["code"] == "INVALID_OPTION", word
+        assert http.post("/v1/fuse", files=pair, data={"visible_label": "False"}).status_code == 200
+        refused = http.post("/v1/fuse", json={**as_json, "visible_label": "true"})
+        assert refused.status_code == 400 and refused.json()["error"]["details"]["option"] == "visible_label"
+        assert http.post("/v1/fuse", json={**as_json, "quality": "53"}).status_code == 400
+        assert http.post("/v1/fuse", json={**as_json, "quality": 53.0, "visible_label": False}).status_code == 200
+
+
 @pytest.fixture(scope="module")
 def generated_client(server, tmp_path_factory):
     """The package openapi-python-client writes from the served document, imported from a temporary folder."""
     folder = tmp_path_factory.mktemp("client")
-    run = subprocess.run([str(BIN / "openapi-python-client"), "generate", "--url", f"{server.url}/openapi.json",
-                          "--config", str(TESTS / "client_generator.yaml"), "--meta", "none", "--output-path", str(folder / CLIENT_PACKAGE)],
-                         env=_env(), capture_output=True, text=True, timeout=300)
+    command = [str(BIN / "openapi-python-client"), "generate", "--url", f"{server.url}/openapi.json",
+               "--config", str(TESTS / "client_generator.yaml"), "--meta", "none",
+               "--output-path", str(folder / CLIENT_PACKAGE)]
+    run = subprocess.run(command, check=False, env=_env(), capture_output=True, text=True, timeout=300)
     assert run.returncode == 0 and (folder / CLIENT_PACKAGE / "api").is_dir(), run.stdout + run.stderr
     assert "Warning" not in run.stdout, run.stdout  # every part of the document could be turned into code
     sys.path.insert(0, str(folder))
