@@ -85,7 +85,8 @@ _QUEUED_WORK = (ErrorCode.NOT_READY, ErrorCode.QUEUE_FULL, ErrorCode.DEADLINE_EX
 _FACES = (ErrorCode.NO_FACE, ErrorCode.FACE_TOO_SMALL, ErrorCode.POSE_TOO_LARGE, ErrorCode.LOW_CONFIDENCE,
           ErrorCode.TOO_BLURRY, ErrorCode.FACE_INDEX_OUT_OF_RANGE)
 
-# Error codes each operation can answer besides INTERNAL (every operation) and UNAUTHORIZED (/v1/* with a key).
+# Error codes each operation can answer besides INTERNAL (any operation) and UNAUTHORIZED (the key-protected
+# routes, when the server has a key).
 # A route missing here stops the document from being built, so a new route cannot go out undocumented.
 OPERATION_ERRORS: dict[tuple[str, str], tuple[ErrorCode, ...]] = {
     ("post", "/v1/fuse"): _UPLOAD + _FACES + _QUEUED_WORK,
@@ -156,22 +157,22 @@ def _const_as_enum(schema: Any) -> Any:
     return converted
 
 
-def request_body(name: str, files: dict[str, str], json_model: type[BaseModel],
+def request_body(title: str, files: dict[str, str], json_model: type[BaseModel],
                  form_model: type[BaseModel]) -> dict[str, Any]:
     """``openapi_extra`` of a route that takes photos: a required body in both encodings the handler parses.
 
     Both schemas are the pydantic models' own (the models the handler validates with); only the photo fields differ
     by encoding: file parts in multipart/form-data, base64 strings in JSON. They become the components
-    ``<name>Form`` and ``<name>JSON`` (the class names of a generated client).
+    ``<title>Form`` and ``<title>JSON`` (the class names of a generated client).
     """
     about = f"({_INPUT_FORMATS}; the bytes are sniffed, a declared type is ignored)"
     form = form_model.model_json_schema()
-    form_properties = {name: _without_null(value) for name, value in form["properties"].items()}
     file_parts = {name: {"type": "string", "format": "binary", "description": f"{text} {about}"}
                   for name, text in files.items()}
-    form = {**form, "title": f"{name}Form", "properties": {**file_parts, **{k: v for k, v in form_properties.items() if k not in files}},
+    text_parts = {name: _without_null(value) for name, value in form["properties"].items() if name not in files}
+    form = {**form, "title": f"{title}Form", "properties": {**file_parts, **text_parts},
             "required": list(dict.fromkeys([*files, *form.get("required", [])]))}
-    data = {**json_model.model_json_schema(), "title": f"{name}JSON"}
+    data = {**json_model.model_json_schema(), "title": f"{title}JSON"}
     data["properties"] = {**data["properties"], **{
         name: {**data["properties"][name], "format": "byte", "contentEncoding": "base64", "minLength": 1,
                "description": f"{text} {about}, base64-encoded (a data: URL prefix is allowed)"}
