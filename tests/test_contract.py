@@ -17,10 +17,13 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import pytest
+import schemathesis
+from schemathesis.checks import not_a_server_error
 from serve_helpers import LiveServer
 
 from facefuse.config import StoreConfig
@@ -36,7 +39,10 @@ CLIENT_PACKAGE = "facefuse_contract_client"
 
 @pytest.fixture(scope="module")
 def server(store_config: StoreConfig) -> Iterator[LiveServer]:
-    with LiveServer(store_config, api_key=KEY, deadline_ms=60_000) as live:
+    """Small limits, so that 413 and 429 can be provoked for real (Schemathesis, one request at a time, stays well
+    within them with its photos)."""
+    with LiveServer(store_config, api_key=KEY, deadline_ms=60_000, max_body_mb=2, queue_size=1, workers=1,
+                    max_batch=1) as live:
         yield live
 
 
@@ -44,6 +50,7 @@ def server(store_config: StoreConfig) -> Iterator[LiveServer]:
 def photos(faces_dir: Path) -> dict[str, Path]:
     rec = faces_dir / "face_recognition"
     paths = {"source": rec / "obama_small.jpg", "target": rec / "obama-240p.jpg", "png": rec / "alex-lacamoire.png",
+             "big_source": rec / "obama.jpg", "big_target": rec / "biden.jpg",
              "no_face": faces_dir / "insightface/inspireface/bulk/view.jpg"}
     for path in paths.values():
         assert path.is_file(), path
@@ -112,6 +119,48 @@ def test_option_values_are_read_as_the_schema_declares_them(server, photos):
         assert refused.status_code == 400 and refused.json()["error"]["details"]["option"] == "visible_label"
         assert http.post("/v1/fuse", json={**as_json, "quality": "53"}).status_code == 400
         assert http.post("/v1/fuse", json={**as_json, "quality": 53.0, "visible_label": False}).status_code == 200
+
+
+def post(http: httpx.Client, path: str, files: dict[str, bytes]) -> httpx.Response:
+    """A multipart POST whose request body stays readable afterwards (Schemathesis looks at the request too)."""
+    request = http.build_request("POST", path, files=files)
+    request.read()
+    return http.send(request)
+
+
+def assert_documented(url: str, method: str, path: str, response: httpx.Response) -> None:
+    """Schemathesis's response checks (status, content type, headers, body schema) against the served document."""
+    operation = schemathesis.openapi.from_url(f"{url}/openapi.json")[path][method]
+    case = operation.Case(media_type="multipart/form-data" if method == "POST" else None,
+                          headers={"Authorization": response.request.headers.get("authorization", "")})
+    # 503 and 504 are the point here, so "not a server error" is the one check left out
+    case.validate_response(response, excluded_checks=[not_a_server_error])
+
+
+def test_answers_schemathesis_cannot_provoke_are_documented_too(server, store_config, photos):
+    """413, 429, 503 and 504 need a big body, a full queue, a broken model set or a passed deadline."""
+    auth = {"Authorization": f"Bearer {KEY}"}
+    pair = {"source": photos["big_source"].read_bytes(), "target": photos["big_target"].read_bytes()}
+    with httpx.Client(base_url=server.url, timeout=60, headers=auth) as http:
+        too_big = post(http, "/v1/fuse", {**pair, "target": b"\0" * (3 << 20)})
+        assert too_big.status_code == 413
+        assert_documented(server.url, "POST", "/v1/fuse", too_big)
+        with ThreadPoolExecutor(12) as pool:
+            answers = list(pool.map(lambda _: post(http, "/v1/fuse", pair), range(12)))
+    assert {answer.status_code for answer in answers} == {200, 429}
+    for answer in answers:
+        assert_documented(server.url, "POST", "/v1/fuse", answer)
+    with LiveServer(store_config, deadline_ms=1) as late, httpx.Client(base_url=late.url, timeout=60) as http:
+        expired = post(http, "/v1/fuse", pair)
+        assert expired.status_code == 504
+        assert_documented(late.url, "POST", "/v1/fuse", expired)
+    with (LiveServer(store_config, wait_ready=False, engines="no-such-engine") as broken,
+          httpx.Client(base_url=broken.url, timeout=60) as http):
+        for method, path, answer in [("GET", "/readyz", http.get("/readyz")),
+                                     ("GET", "/v1/models", http.get("/v1/models")),
+                                     ("POST", "/v1/detect", post(http, "/v1/detect", {"image": pair["source"]}))]:
+            assert answer.status_code == 503, path
+            assert_documented(broken.url, method, path, answer)
 
 
 @pytest.fixture(scope="module")
