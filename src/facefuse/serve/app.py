@@ -23,9 +23,8 @@ from swagger_ui_bundle import swagger_ui_path
 from ..config import StoreConfig
 from .batcher import Batcher
 from .http_errors import install_error_handlers
-from .methods import HeadAsGet
 from .metrics import ServiceMetrics
-from .middleware import RequestContext
+from .middleware import HeadAsGet, HostAllowList, RequestContext
 from .openapi import install_openapi
 from .routes import api, ops
 from .settings import ServeSettings
@@ -91,12 +90,15 @@ def create_app(settings: ServeSettings | None = None, *, store: StoreConfig | No
     app.include_router(ops)
     app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
     _serve_docs_offline(app)
-    install_openapi(app, settings, state.fuse_models, keyed_paths={route.path for route in api.routes if isinstance(route, APIRoute)})
+    keyed = {route.path for route in api.routes if isinstance(route, APIRoute)}
+    install_openapi(app, settings, state.fuse_models, keyed_paths=keyed)
     if settings.cors_origin:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origin, allow_methods=["GET", "POST"],
                            allow_headers=["Authorization", "Content-Type", "X-Request-ID"],
                            expose_headers=["Server-Timing", "X-Request-ID", "Retry-After"])
-    app.add_middleware(HeadAsGet)
     app.add_middleware(SecurityHeaders)
+    if settings.hosts_accepted is not None:
+        app.add_middleware(HostAllowList, hosts=settings.hosts_accepted)
+    app.add_middleware(HeadAsGet)
     app.add_middleware(RequestContext, metrics=metrics)
     return app

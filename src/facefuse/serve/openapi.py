@@ -4,8 +4,9 @@ the server actually speaks.
 FastAPI derives paths and the request models from the routes; what it cannot see is added here: every error status
 each operation can answer (statuses from the one table in :mod:`facefuse.errors`, never restated), the error object
 with its ``code`` enum, the image content types of ``/v1/fuse``, Prometheus text for ``/metrics``, a ``HEAD``
-operation beside every ``GET`` (:mod:`.methods` answers them), the bearer API-key scheme where the server has a key,
-and the request bodies in both encodings, generated from the same pydantic models the handlers validate with.
+operation beside every ``GET`` (:class:`.middleware.HeadAsGet` answers them), the bearer API-key scheme where the
+server has a key, and the request bodies in both encodings, generated from the same pydantic models the handlers
+validate with.
 ``tests/test_contract.py`` checks the served document against the running server with Schemathesis.
 """
 
@@ -78,15 +79,15 @@ class DetectAnswer(BaseModel):
 
 # -- which operation can answer what ---------------------------------------------------------------------------
 
-_UPLOAD = (ErrorCode.BAD_REQUEST, ErrorCode.INVALID_OPTION, ErrorCode.IMAGE_TOO_LARGE, ErrorCode.IMAGE_TOO_SMALL,
-           ErrorCode.UNSUPPORTED_IMAGE, ErrorCode.CORRUPT_IMAGE)
+_UPLOAD = (ErrorCode.BAD_REQUEST, ErrorCode.INVALID_OPTION, ErrorCode.UPLOAD_TIMEOUT, ErrorCode.IMAGE_TOO_LARGE,
+           ErrorCode.IMAGE_TOO_SMALL, ErrorCode.UNSUPPORTED_IMAGE, ErrorCode.CORRUPT_IMAGE)
 _QUEUED_WORK = (ErrorCode.NOT_READY, ErrorCode.QUEUE_FULL, ErrorCode.DEADLINE_EXCEEDED, ErrorCode.MODEL_MISSING,
                 ErrorCode.MODEL_CORRUPT, ErrorCode.MODEL_MISMATCH)
 _FACES = (ErrorCode.NO_FACE, ErrorCode.FACE_TOO_SMALL, ErrorCode.POSE_TOO_LARGE, ErrorCode.LOW_CONFIDENCE,
           ErrorCode.TOO_BLURRY, ErrorCode.FACE_INDEX_OUT_OF_RANGE)
 
-# Error codes each operation can answer besides INTERNAL (any operation) and UNAUTHORIZED (the key-protected
-# routes, when the server has a key).
+# Error codes each operation can answer besides INTERNAL (any operation), UNAUTHORIZED (the key-protected routes,
+# when the server has a key) and BAD_REQUEST (any operation, when the server checks the Host header).
 # A route missing here stops the document from being built, so a new route cannot go out undocumented.
 OPERATION_ERRORS: dict[tuple[str, str], tuple[ErrorCode, ...]] = {
     ("post", "/v1/fuse"): _UPLOAD + _FACES + _QUEUED_WORK,
@@ -256,6 +257,8 @@ def build_openapi(app: FastAPI, settings: ServeSettings, fuse_models: tuple[type
                 raise RuntimeError(f"{method.upper()} {path} has no entry in serve.openapi.OPERATION_ERRORS")
             operation = item[method]
             codes = [*OPERATION_ERRORS[(method, path)], ErrorCode.INTERNAL]
+            if settings.hosts_accepted is not None and ErrorCode.BAD_REQUEST not in codes:
+                codes.append(ErrorCode.BAD_REQUEST)  # middleware.HostAllowList: a Host this server does not answer
             if settings.api_key is not None and path in keyed_paths:
                 codes.append(ErrorCode.UNAUTHORIZED)
                 operation["security"] = [{SECURITY_SCHEME: []}]

@@ -19,6 +19,9 @@ from ..pipeline import FuserConfig
 from ..schema import Scope, fields_of
 
 
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+
+
 def _cores() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
@@ -44,7 +47,22 @@ class _Settings(BaseSettings):
     api_key: SecretStr | None = Field(None, description="if set, /v1/* require 'Authorization: Bearer <key>'")
     cors_origin: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="comma-separated origins allowed by CORS (off when empty)")
-    max_body_mb: float = Field(32.0, gt=0, description="largest request body; refused with 413 while reading")
+    max_body_mb: float = Field(32.0, gt=0, description="largest request body (MiB); refused with 413 while reading")
+    header_timeout_s: float = Field(10.0, gt=0, le=300, description="a connection whose request line and headers "
+                                    "have not all arrived this long after it opened (or after its last answer) is "
+                                    "closed (idle and slow-header clients)")
+    upload_timeout_s: float = Field(30.0, gt=0, le=3600, description="longest a request body may take to arrive; "
+                                    "slower uploads get 408 (the deadline only starts once the body is in)")
+    max_uploads: int = Field(16, ge=1, le=10_000, description="request bodies being received at once; beyond it: 429")
+    max_buffered_mb: float = Field(256.0, gt=0, description="request bytes held in memory by all requests together "
+                                   "(MiB); a body that would pass it gets 429")
+    max_decoded_mpx: float = Field(120.0, gt=0, description="decoded megapixels all requests in progress may hold "
+                                   "together (a 73 KB PNG can decode to 25 MP); work waits for room, within its "
+                                   "deadline")
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="comma-separated Host header values accepted (DNS-rebinding protection); "
+                                          "empty: loopback names only when bound to loopback without an API key, "
+                                          "else any")
     max_image_mb: float = Field(12.0, gt=0, description="largest single image after base64 decoding")
     max_pixels: int = Field(25_000_000, gt=0, description="largest image in pixels (checked from the header)")
     detector: str = Field(AnalysisConfig.detector, description="face detector used by the service")
@@ -66,7 +84,7 @@ class _Settings(BaseSettings):
     analysis_cache_mb: int = Field(64, ge=0, description="decoded photos whose face analysis is kept, keyed by "
                                                          "content, so reused templates skip detection (0: off)")
 
-    @field_validator("cors_origin", "engines", mode="before")
+    @field_validator("cors_origin", "engines", "allowed_hosts", mode="before")
     @classmethod
     def _split_list(cls, value: object) -> object:
         if isinstance(value, str):
@@ -89,6 +107,15 @@ class _Settings(BaseSettings):
     @property
     def max_body_bytes(self) -> int:
         return int(self.max_body_mb * 1024 * 1024)
+
+    @property
+    def hosts_accepted(self) -> frozenset[str] | None:
+        """Host header names (without port) this service answers; ``None`` = any."""
+        if self.allowed_hosts:
+            return frozenset(h.lower() for h in self.allowed_hosts)
+        if self.api_key is None and self.host in LOOPBACK_HOSTS:
+            return LOOPBACK_HOSTS
+        return None
 
     @property
     def deadline_s(self) -> float:
