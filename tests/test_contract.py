@@ -197,6 +197,8 @@ def test_generated_client_fuses_two_photos_and_receives_typed_errors(server, gen
         fused = fuse.sync(client=client, body=form(photos["source"], photos["target"]))
         assert isinstance(fused, models.FuseAnswer), fused
         assert fused.format_ is models.FuseAnswerFormat.PNG and len(fused.faces) == 1
+        assert isinstance(fused.faces[0], models.FusedFace) and fused.faces[0].index == 0
+        assert len(fused.faces[0].box) == 4 and isinstance(fused.faces[0].pose, models.Pose)
         assert read_label(base64.b64decode(fused.image_base64))
 
         refused = fuse.sync_detailed(client=client, body=form(photos["source"], photos["no_face"]))

@@ -16,7 +16,7 @@ import copy
 from collections import defaultdict
 from collections.abc import Iterable
 from http import HTTPStatus
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
@@ -49,6 +49,61 @@ class ErrorResponse(BaseModel):
     request_id: str = Field(description="also in the X-Request-ID header; quote it when reporting a problem")
 
 
+Box = Annotated[list[float], Field(min_length=4, max_length=4, description="x, y, width, height in pixels")]
+
+
+class Pose(BaseModel):
+    """Head pose in degrees."""
+
+    yaw: float
+    pitch: float
+    roll: float
+
+
+class FusedFace(BaseModel):
+    """A target face that was replaced."""
+
+    index: int = Field(ge=0, description="the face's index in the target photo, counted left to right from 0")
+    box: Box
+    score: float = Field(description="detector confidence, 0–1")
+    pose: Pose | None
+
+
+class QualityIssue(BaseModel):
+    """Why the quality gate would refuse a face; ``code`` is the error fusion would answer."""
+
+    code: ErrorCode
+    message: str
+    hint: str
+    details: dict[str, Any]
+
+
+class FaceQuality(BaseModel):
+    accepted: bool
+    issues: list[QualityIssue]
+
+
+class DetectedFace(BaseModel):
+    """A face found by ``/v1/detect``."""
+
+    box: Box
+    score: float = Field(description="detector confidence, 0–1")
+    keypoints: list[list[float]] = Field(description="5 points (x, y): eyes, nose tip, mouth corners, image-left "
+                                                     "first")
+    pose: Pose | None
+    sharpness: float | None = Field(description="variance of the Laplacian on the face; low means blurred")
+    quality: FaceQuality
+
+
+class Verdict(BaseModel):
+    """Would fusion accept this photo as it is (its largest face, through the same gate)?"""
+
+    accepted: bool
+    code: ErrorCode | None = Field(description="the error fusion would answer; null when accepted")
+    message: str
+    hint: str
+
+
 class FuseAnswer(BaseModel):
     """``POST /v1/fuse`` answered as JSON (when ``Accept`` names no image type)."""
 
@@ -58,7 +113,7 @@ class FuseAnswer(BaseModel):
                               description="the fused image, labelled AI-generated in its metadata")
     format: Literal["jpeg", "png", "webp"]
     media_type: Literal["image/jpeg", "image/png", "image/webp"]
-    faces: list[dict[str, Any]] = Field(description="the target faces that were replaced, left to right")
+    faces: list[FusedFace] = Field(description="the target faces that were replaced, left to right")
     timings_ms: dict[str, float] = Field(description="milliseconds per stage, queue wait included")
     warnings: list[str] = Field(description="target faces skipped by the quality gate, and similar notes")
     request_id: str
@@ -69,11 +124,11 @@ class DetectAnswer(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    faces: list[dict[str, Any]]
-    rotation: Literal[0, 90, 180, 270]
+    faces: list[DetectedFace] = Field(description="left to right")
+    rotation: Literal[0, 90, 180, 270] = Field(description="clockwise turn at which the faces were found")
     image_size: list[int] = Field(min_length=2, max_length=2, description="width, height")
     timings_ms: dict[str, float]
-    verdict: dict[str, Any] = Field(description="accepted, and else the code/message/hint fusion would answer")
+    verdict: Verdict
     request_id: str
 
 
