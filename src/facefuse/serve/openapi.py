@@ -132,6 +132,47 @@ class DetectAnswer(BaseModel):
     request_id: str
 
 
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class QueueState(BaseModel):
+    pending: int = Field(ge=0, description="requests waiting for a worker")
+    size: int = Field(ge=1, description="requests beyond this many waiting are answered 429")
+
+
+class Readiness(BaseModel):
+    status: Literal["ready"]
+    ready_after_s: float = Field(ge=0, description="seconds the models took to load")
+    queue: QueueState
+
+
+class ModelInfo(BaseModel):
+    name: str
+    task: str
+    licence: str
+    default: bool = Field(description="pulled by `facefuse models pull --default`")
+    cached: bool = Field(description="in this server's model cache")
+    description: str
+
+
+class ModelsAnswer(BaseModel):
+    """What this server runs: its detector, engines and ONNX Runtime providers, and every registered model."""
+
+    detector: str
+    engine: str = Field(description="the engine a request gets when it names none")
+    engines: list[str] = Field(description="the engines a request may name")
+    providers: list[str]
+    models: list[ModelInfo]
+
+
+class OptionsAnswer(BaseModel):
+    """The request fields of ``POST /v1/fuse`` as JSON Schema, which the web page builds its controls from."""
+
+    json_schema: dict[str, Any] = Field(alias="schema")
+    engines: list[str]
+
+
 # -- which operation can answer what ---------------------------------------------------------------------------
 
 _UPLOAD = (ErrorCode.BAD_REQUEST, ErrorCode.INVALID_OPTION, ErrorCode.UPLOAD_TIMEOUT, ErrorCode.IMAGE_TOO_LARGE,
@@ -252,10 +293,17 @@ def fuse_request_body(models: tuple[type[BaseModel], type[BaseModel]]) -> dict[s
 # -- the document ----------------------------------------------------------------------------------------------
 
 
+# JSON answers with status 200, by path (/v1/fuse and /metrics are described in _ok)
+_OK_MODELS: dict[str, type[BaseModel]] = {"/v1/detect": DetectAnswer, "/v1/models": ModelsAnswer,
+                                          "/v1/options": OptionsAnswer, "/healthz": Health, "/readyz": Readiness}
+
+
 def _ok(operation: dict[str, Any], path: str) -> None:
     ok = operation["responses"].setdefault("200", {"description": "OK"})
     ok.setdefault("headers", {})["X-Request-ID"] = _REQUEST_ID
-    if path == "/metrics":
+    if path in _OK_MODELS:
+        ok["content"] = {"application/json": {"schema": {"$ref": _REF.format(model=_OK_MODELS[path].__name__)}}}
+    elif path == "/metrics":
         ok["content"] = {"text/plain": {"schema": {"type": "string"},
                                         "example": "# TYPE facefuse_ready gauge\nfacefuse_ready 1.0\n"}}
     elif path == "/v1/fuse":
@@ -264,8 +312,6 @@ def _ok(operation: dict[str, Any], path: str) -> None:
         ok["headers"]["Server-Timing"] = {"description": "milliseconds per stage", "schema": {"type": "string"}}
         ok["content"] = {"application/json": {"schema": {"$ref": _REF.format(model="FuseAnswer")}},
                          **{media: {"schema": {"type": "string", "format": "binary"}} for media in _IMAGE_TYPES}}
-    elif path == "/v1/detect":
-        ok["content"] = {"application/json": {"schema": {"$ref": _REF.format(model="DetectAnswer")}}}
 
 
 def _head_of(operation: dict[str, Any]) -> dict[str, Any]:
@@ -300,8 +346,8 @@ def build_openapi(app: FastAPI, settings: ServeSettings, fuse_models: tuple[type
     schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
     schema["paths"]["/v1/fuse"]["post"].update(fuse_request_body(fuse_models))
     components = schema.setdefault("components", {})
-    _, definitions = models_json_schema([(model, "serialization") for model in (ErrorResponse, FuseAnswer,
-                                                                               DetectAnswer)], ref_template=_REF)
+    answers = (ErrorResponse, FuseAnswer, *_OK_MODELS.values())
+    _, definitions = models_json_schema([(model, "serialization") for model in answers], ref_template=_REF)
     components.setdefault("schemas", {}).update(definitions["$defs"])
     if settings.api_key is not None:
         components["securitySchemes"] = {SECURITY_SCHEME: {
