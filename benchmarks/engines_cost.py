@@ -17,7 +17,7 @@ from common import FACES, machine, median, write_section
 from facefuse.fusion.engine import FusionOptions
 from facefuse.fusion.swappers import SWAPPERS
 from facefuse.models import ModelStore
-from facefuse.optimize.flops import count_macs
+from facefuse_eval.flops import count_macs
 from facefuse.pipeline import Fuser, FuserConfig
 from facefuse.runtime import Runtime
 
