@@ -15,7 +15,7 @@ import pytest
 
 from facefuse.analysis.analyzer import FaceAnalyzer
 from facefuse.analysis.detectors import DETECTOR_NAMES, make_detector
-from facefuse.analysis.evaluation import landmark_nme, load_dlib_annotations, match_faces
+from facefuse_eval.analysis import landmark_nme, load_dlib_annotations, match_faces
 from facefuse.analysis.select import select_faces
 from facefuse.analysis.types import ImageAnalysis
 from facefuse.config import AnalysisConfig, StoreConfig

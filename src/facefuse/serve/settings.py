@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from pydantic import Field, SecretStr, create_model, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from ..config import AnalysisConfig, ImageLimits, Precision, RuntimeConfig, StoreConfig
+from ..config import AnalysisConfig, GpuOptions, ImageLimits, Precision, RuntimeConfig, StoreConfig
 from ..fusion.engine import FusionOptions
 from ..pipeline import FuserConfig
 from ..schema import Scope, fields_of
@@ -29,8 +29,9 @@ def _cores() -> int:
 class _Settings(BaseSettings):
     """Everything ``facefuse serve`` can be told; each field is also ``FACEFUSE_<NAME>`` in the environment.
 
-    The operator-scope fusion options (:class:`~facefuse.fusion.engine.FusionOptions` fields declared with
-    ``scope=Scope.OPERATOR``, such as ``crop_size``) are added to this class as settings of their own below.
+    The operator-scope options (:class:`~facefuse.fusion.engine.FusionOptions` fields declared with
+    ``scope=Scope.OPERATOR``, such as ``crop_size``, and :class:`~facefuse.config.GpuOptions`) are added to this
+    class as settings of their own below.
     """
 
     model_config = SettingsConfigDict(env_prefix="FACEFUSE_", extra="ignore", frozen=True)
@@ -130,16 +131,18 @@ class _Settings(BaseSettings):
         return FuserConfig(
             store=replace(store or StoreConfig(), allow_noncommercial_models=self.allow_noncommercial_models),
             runtime=RuntimeConfig(providers=providers, concurrency=self.workers, batch_window_ms=self.batch_window_ms,
-                                  batch_max=self.max_batch),
+                                  batch_max=self.max_batch,
+                                  gpu=GpuOptions(**{name: getattr(self, name) for name in fields_of(GpuOptions)})),
             analysis=AnalysisConfig(detector=self.detector, precision=self.precision, limits=self.image_limits()),
             analysis_cache_mb=self.analysis_cache_mb,
         )
 
 
 def _with_operator_options(base: type[_Settings]) -> Any:
-    """``base`` plus one setting per operator-scope fusion option, with that option's type, range and help."""
-    extra: dict[str, Any] = {name: (info.annotation, info)
-                             for name, info in fields_of(FusionOptions, Scope.OPERATOR).items()}
+    """``base`` plus one setting per operator-scope option (fusion options such as ``crop_size``, and the GPU
+    options), with that option's type, range and help."""
+    extra: dict[str, Any] = {name: (info.annotation, info) for model in (FusionOptions, GpuOptions)
+                             for name, info in fields_of(model, Scope.OPERATOR).items()}
     return create_model("ServeSettings", __base__=base, __module__=__name__, __doc__=base.__doc__, **extra)
 
 
