@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from swagger_ui_bundle import swagger_ui_path
 
 from ..config import StoreConfig
-from .batcher import Batcher
+from .scheduler import RequestScheduler
 from .http_errors import install_error_handlers
 from .metrics import ServiceMetrics
 from .middleware import HeadAsGet, HostAllowList, RequestContext
@@ -70,14 +70,15 @@ def create_app(settings: ServeSettings | None = None, *, store: StoreConfig | No
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        state.batcher = Batcher(workers=settings.workers, max_batch=settings.max_batch,
-                                max_wait_ms=settings.max_wait_ms, queue_size=settings.queue_size, metrics=metrics)
-        state.batcher.start()
+        state.scheduler = RequestScheduler(workers=settings.workers, max_batch=settings.max_batch,
+                                           max_wait_ms=settings.max_wait_ms, queue_size=settings.queue_size,
+                                           metrics=metrics)
+        state.scheduler.start()
         loading = asyncio.get_running_loop().run_in_executor(None, state.load_models)
         try:
             yield
         finally:
-            await state.batcher.stop()
+            await state.scheduler.stop()
             await asyncio.gather(loading, return_exceptions=True)  # a load in progress finishes first
 
     app = FastAPI(title="facefuse", version=version("facefuse"), lifespan=lifespan, docs_url=None, redoc_url=None,

@@ -17,7 +17,7 @@ from starlette.requests import ClientDisconnect
 
 from ..errors import ErrorCode, FacefuseError
 from ..schema import validation_problems
-from .batcher import ClientGone
+from .scheduler import ClientGone
 
 log = logging.getLogger("facefuse.serve")
 

@@ -1,4 +1,4 @@
-"""HTTP endpoints: parse, queue the CPU work through the batcher, answer. No fusion logic lives here."""
+"""HTTP endpoints: parse, queue the CPU work through the request scheduler, answer. No fusion logic lives here."""
 
 from __future__ import annotations
 
@@ -156,7 +156,7 @@ async def readyz(request: Request) -> dict[str, Any]:
     state = service(request)
     state.require_ready()
     return {"status": "ready", "ready_after_s": round(state.ready_after_s or 0.0, 3),
-            "queue": {"pending": state.batcher.pending if state.batcher else 0,
+            "queue": {"pending": state.scheduler.pending if state.scheduler else 0,
                       "size": state.settings.queue_size}}
 
 

@@ -1,4 +1,4 @@
-"""What one running service holds: settings, metrics, the batcher and the one shared :class:`Fuser`.
+"""What one running service holds: settings, metrics, the request scheduler and the one shared :class:`Fuser`.
 
 Models load in a worker thread started by the lifespan, so ``/healthz`` answers at once while ``/readyz`` and the
 ``/v1`` routes say 503 NOT_READY until loading finishes — or keep saying why it failed (for example a model that
@@ -20,7 +20,7 @@ from ..fusion.engine import FusionOptions
 from ..fusion.occlusion import SEGMENTER_MODEL
 from ..models.registry import ModelRegistry
 from ..pipeline import Fuser
-from .batcher import Batcher
+from .scheduler import RequestScheduler
 from .metrics import ServiceMetrics
 from .settings import ServeSettings
 from .budget import PixelBudget
@@ -39,7 +39,7 @@ class ServiceState:
     fuse_models: tuple[type[BaseModel], type[BaseModel]] = field(init=False)  # (form, JSON) of POST /v1/fuse
     uploads: UploadGate = field(init=False)
     pixels: PixelBudget = field(init=False)
-    batcher: Batcher | None = None
+    scheduler: RequestScheduler | None = None
     fuser: Fuser | None = None
     load_error: FacefuseError | None = None
     created: float = field(default_factory=time.monotonic)
@@ -88,10 +88,10 @@ class ServiceState:
     def _timed(self, component: str, start: float) -> None:
         self.metrics.model_load.labels(component).set(time.perf_counter() - start)
 
-    def require_ready(self) -> tuple[Fuser, Batcher]:
-        if self.fuser is None or self.batcher is None:
+    def require_ready(self) -> tuple[Fuser, RequestScheduler]:
+        if self.fuser is None or self.scheduler is None:
             raise self.not_ready()
-        return self.fuser, self.batcher
+        return self.fuser, self.scheduler
 
     def not_ready(self) -> FacefuseError:
         if self.load_error is not None:  # the full error (paths, pip output) is in the log, not in answers
