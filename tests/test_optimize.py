@@ -70,6 +70,21 @@ def test_calibration_inputs_are_the_pipelines_own(home, photos):
     assert mesh[0]["input_1"].shape == (1, 3, 192, 192) and 0.0 <= mesh[0]["input_1"].min() < mesh[0]["input_1"].max() <= 1.0
 
 
+def test_calibration_reads_every_photo_format_the_decoder_reads(home, tmp_path, faces_dir):
+    """PGM photos (the dlib and ORL face sets ship them) used to be skipped by `optimize --calibration`."""
+    from PIL import Image
+
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    face = Image.open(faces_dir / "face_recognition/obama-480p.jpg")
+    face.convert("L").save(folder / "grey.pgm")
+    face.save(folder / "colour.png")
+    (folder / "notes.txt").write_text("not a photo")
+    assert [p.name for p in photo_paths(folder)] == ["colour.png", "grey.pgm"]
+    samples = load_samples(photo_paths(folder), FaceAnalyzer(ModelStore(home), Runtime()))
+    assert len(samples) == 2 and all(s.faces for s in samples)
+
+
 def test_calibration_and_holdout_never_overlap(photos, faces_dir):
     calib, held = split_photos(OptimizeRequest("x", "int8", calibration=faces_dir / "face_recognition",
                                                max_images=30))
@@ -172,9 +187,13 @@ def test_cli_writes_report(photos, tmp_path, capsys, model_home):
                  "--holdout", str(photos["holdout"]), "--max-images", "12", "--runs", "3",
                  "--output", str(tmp_path / "m.onnx"), "--report", str(report_path)])
     out = capsys.readouterr().out
-    assert code == 0 and "min_cosine" in out and ("RESULT: PASS" in out or "RESULT: FAIL" in out)
     saved = json.loads(report_path.read_text())
-    assert saved["passed"] == ("RESULT: PASS" in out) and saved["size_bytes"]["int8"] < saved["size_bytes"]["fp32"]
+    # the printed verdict, the saved verdict and the checks agree, and the printed figure is the saved one
+    verdict = all(check["passed"] for check in saved["checks"])
+    assert code == 0 and saved["passed"] is verdict
+    assert f"RESULT: {'PASS' if verdict else 'FAIL'}" in out.splitlines()
+    assert f"min_cosine = {saved['metrics']['min_cosine']:.4f}" in out
+    assert saved["size_bytes"]["int8"] < saved["size_bytes"]["fp32"]
 
 
 def test_detection_metric_counts_moved_and_lost_faces():

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, Generic, Literal, TypeVar
 
 import numpy as np
 
@@ -18,14 +20,15 @@ from .analysis.cache import AnalysisCache, content_key
 from .analysis.select import select_faces
 from .analysis.types import Face, ImageAnalysis
 from .config import AnalysisConfig, RuntimeConfig, StoreConfig
-from .errors import ErrorCode, FacefuseError
-from .fusion.blend import BLEND_MODES, compose
+from .errors import FacefuseError
+from .fusion.blend import compose
 from .fusion.engine import FusionEngine, FusionOptions
 from .fusion.occlusion import SEGMENTER_MODEL, FaceSegmenter
 from .fusion.swappers import SwapperFiles
 from .imageio import ImageInput, add_visible_mark, decode_image, encode_image, read_input_bytes
 from .models import ModelStore
 from .runtime import Runtime
+from .schema import Options, option
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,15 @@ class FuserConfig:
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
     swapper_files: SwapperFiles | None = None  # local files for a swapper engine (--model-path)
     analysis_cache_mb: int = 64  # decoded photos whose analysis is kept for reuse (0 turns the cache off)
+
+
+class EncodeOptions(Options):
+    """How a result is written: derived into ``facefuse fuse --output-format/--quality`` and the HTTP fields."""
+
+    output_format: Literal["jpeg", "jpg", "png", "webp"] | None = option(
+        None, "Format", "image format of the result (default: from the output file's name, or the Accept header; "
+        "else jpeg)")
+    quality: int = option(92, "Quality", "1–100: JPEG/WebP quality", ge=1, le=100)
 
 
 @dataclass
@@ -53,25 +65,36 @@ class FusionResult:
                 "warnings": self.warnings}
 
 
-SEGMENTATION_MODES = ("auto", "off")
+T = TypeVar("T")
 
 
-def validate_options(options: FusionOptions) -> None:
-    for name in ("profile_degree", "feature_degree"):
-        value = getattr(options, name)
-        if not (0 <= value <= 100):
-            raise FacefuseError(ErrorCode.INVALID_OPTION, f"{name} must be between 0 and 100, got {value}",
-                                f"pass {name} as a number from 0 (target unchanged) to 100 (full source)",
-                                {"option": name, "value": value})
-    if options.blend not in BLEND_MODES:
-        raise FacefuseError(ErrorCode.INVALID_OPTION, f"unknown blend '{options.blend}'",
-                            f"choose one of: {', '.join(BLEND_MODES)}", {"option": "blend"})
-    if options.segmentation not in SEGMENTATION_MODES:
-        raise FacefuseError(ErrorCode.INVALID_OPTION, f"unknown segmentation '{options.segmentation}'",
-                            f"choose one of: {', '.join(SEGMENTATION_MODES)}", {"option": "segmentation"})
-    if not (128 <= options.crop_size <= 1024):
-        raise FacefuseError(ErrorCode.INVALID_OPTION, f"crop_size must be 128–1024, got {options.crop_size}",
-                            "the default 512 suits most photos", {"option": "crop_size"})
+class LoadOnce(Generic[T]):
+    """Things built on first use (engines, the segmenter), each once, each behind its own future.
+
+    Why not one lock around every load: loading an engine may download hundreds of megabytes, and one lock held
+    across that blocked every fusion, even with engines already loaded. Here only callers of the *same* key wait
+    for its build; a build that fails is forgotten, so the next caller tries again.
+    """
+
+    def __init__(self) -> None:
+        self._futures: dict[str, Future[T]] = {}
+        self._lock = threading.Lock()  # guards the dict only, never held during a build
+
+    def get(self, key: str, build: Callable[[], T]) -> T:
+        with self._lock:
+            future = self._futures.get(key)
+            builder = future is None
+            if builder:
+                future = self._futures[key] = Future()
+        assert future is not None
+        if builder:
+            try:
+                future.set_result(build())
+            except BaseException as exc:
+                with self._lock:
+                    del self._futures[key]
+                future.set_exception(exc)
+        return future.result()
 
 
 class Stopwatch:
@@ -96,27 +119,23 @@ class Fuser:
         self.runtime = Runtime(self.config.runtime)
         self.analyzer = FaceAnalyzer(self.store, self.runtime, self.config.analysis)
         self.cache = AnalysisCache(self.config.analysis_cache_mb * 1024 * 1024)
-        self._engines: dict[str, FusionEngine] = {}
-        self._segmenter: FaceSegmenter | None = None
-        self._lock = threading.Lock()
+        self._loaded: LoadOnce[Any] = LoadOnce()
 
     def engine(self, name: str) -> FusionEngine:
         # Imported here: the engines pull in SciPy (~0.6 s), which `facefuse detect` and /v1/detect never need.
         from .fusion.engines import make_engine
 
-        with self._lock:
-            if name not in self._engines:
-                self._engines[name] = make_engine(name, self.store, self.runtime, self.config.swapper_files)
-            return self._engines[name]
+        engine: FusionEngine = self._loaded.get(
+            f"engine:{name}", lambda: make_engine(name, self.store, self.runtime, self.config.swapper_files))
+        return engine
 
     def segmenter(self) -> FaceSegmenter | None:
         """The occlusion segmenter, or None where ``allow_noncommercial_models`` is off (it was trained on UTKFace)."""
         if not self.store.permits(SEGMENTER_MODEL):
             return None
-        with self._lock:
-            if self._segmenter is None:
-                self._segmenter = FaceSegmenter(self.runtime.session(self.store.ensure(SEGMENTER_MODEL)))
-            return self._segmenter
+        segmenter: FaceSegmenter = self._loaded.get(
+            "segmenter", lambda: FaceSegmenter(self.runtime.session(self.store.ensure(SEGMENTER_MODEL))))
+        return segmenter
 
     def analyze(self, image: ImageInput, role: str = "image") -> ImageAnalysis:
         """Decode and analyse one photo; errors name ``role`` ("source"/"target") when it is not "image".
@@ -137,14 +156,13 @@ class Fuser:
             raise exc if role == "image" else exc.about(role) from None
         decode_ms = (time.perf_counter() - start) * 1000
         analysis = self.analyzer.analyze(pixels)
-        analysis.timings_ms = {"decode": decode_ms, **analysis.timings_ms}
+        analysis = replace(analysis, timings_ms={"decode": decode_ms, **analysis.timings_ms})
         if key:
             self.cache.put(key, analysis)
         return analysis
 
     def fuse(self, source: ImageInput, target: ImageInput, options: FusionOptions | None = None) -> FusionResult:
         options = options or FusionOptions()
-        validate_options(options)
         engine = self.engine(options.engine)
         watch = Stopwatch()
         source_analysis = self.analyze(source, "source")

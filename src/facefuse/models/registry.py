@@ -13,7 +13,9 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 
+from ..config import Precision
 from ..errors import ErrorCode, FacefuseError
+from .swappers import NORM_FORMULAS, RELEASES, SUPPORT_MODELS, SWAPPER_MODELS
 
 
 class Task(str, Enum):
@@ -77,7 +79,7 @@ class DerivedSource:
     """Made on this machine from another model by `facefuse optimize` (INT8/FP16); never downloaded."""
 
     base: str
-    precision: str
+    precision: Precision
 
     def describe(self) -> str:
         return f"made from {self.base} by `facefuse optimize {self.base} --precision {self.precision} --install`"
@@ -199,17 +201,30 @@ _ENTRIES: tuple[ModelEntry, ...] = (
 )
 
 
-PRECISIONS = ("fp32", "int8", "fp16")
+def swapper_entries() -> tuple[ModelEntry, ...]:
+    """Registry entries of the swappers and the models they need, generated from the one swapper table."""
+    def entry(name: str, task: Task, release: str, shape: tuple[int, ...], norm: str, licence: str,
+              description: str, sha256: str | None = None, size: int | None = None) -> ModelEntry:
+        return ModelEntry(name=name, task=task, filename=f"{name}.onnx", sha256=sha256, size=size,
+                          source=UrlSource(f"{RELEASES}{release}/{name}.onnx"), licence=licence,
+                          input=InputContract(shape, "RGB", norm), commercial_use=False, description=description)
+
+    support = tuple(entry(m.name, Task.RECOGNIZER, m.release, m.shape, m.normalisation, m.licence, m.description)
+                    for m in SUPPORT_MODELS)
+    return support + tuple(entry(m.name, Task.SWAPPER, m.release, (1, 3, m.size, m.size), NORM_FORMULAS[m.target_norm],
+                                 m.licence, m.description, m.sha256, m.size_bytes) for m in SWAPPER_MODELS)
 
 
-def variant_name(name: str, precision: str) -> str:
+def variant_name(name: str, precision: str | Precision) -> str:
     """``blazeface_full@int8``; the FP32 original keeps its plain name."""
-    return name if precision == "fp32" else f"{name}@{precision}"
+    precision = Precision.parse(precision)
+    return name if precision is Precision.FP32 else f"{name}@{precision}"
 
 
-def precision_variant(entry: ModelEntry, precision: str) -> ModelEntry:
+def precision_variant(entry: ModelEntry, precision: str | Precision) -> ModelEntry:
     """The registry entry of a locally optimised copy: same contract, own file, hash recorded when it is made."""
     stem = entry.filename.rsplit(".", 1)[0]
+    precision = Precision.parse(precision)
     return replace(entry, name=variant_name(entry.name, precision), filename=f"{stem}.{precision}.onnx", sha256=None,
                    size=None, source=DerivedSource(entry.name, precision), default=False, mirror_paths=(),
                    description=f"{entry.description} ({precision}, made by `facefuse optimize`)")
@@ -220,8 +235,6 @@ class ModelRegistry:
 
     def __init__(self, entries: tuple[ModelEntry, ...] | list[ModelEntry] | None = None) -> None:
         if entries is None:
-            from .swappers import swapper_entries  # imported here: that module builds entries from this one
-
             entries = _ENTRIES + swapper_entries()
         self._entries: dict[str, ModelEntry] = {}
         for entry in entries:
@@ -232,7 +245,7 @@ class ModelRegistry:
 
     def get(self, name: str) -> ModelEntry:
         base, _, precision = name.partition("@")
-        if precision in PRECISIONS[1:] and name not in self._entries and base in self._entries:
+        if precision in {p.value for p in Precision.variants()} and name not in self._entries and base in self._entries:
             self.add(precision_variant(self._entries[base], precision))
         try:
             return self._entries[name]

@@ -15,15 +15,17 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from swagger_ui_bundle import swagger_ui_path
 
 from ..config import StoreConfig
-from .batcher import Batcher
+from .scheduler import RequestScheduler
 from .http_errors import install_error_handlers
 from .metrics import ServiceMetrics
-from .middleware import RequestContext
+from .middleware import HeadAsGet, HostAllowList, RequestContext
+from .openapi import install_openapi
 from .routes import api, ops
 from .settings import ServeSettings
 from .state import ServiceState
@@ -68,17 +70,19 @@ def create_app(settings: ServeSettings | None = None, *, store: StoreConfig | No
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        state.batcher = Batcher(workers=settings.workers, max_batch=settings.max_batch,
-                                max_wait_ms=settings.max_wait_ms, queue_size=settings.queue_size, metrics=metrics)
-        state.batcher.start()
+        state.scheduler = RequestScheduler(workers=settings.workers, max_batch=settings.max_batch,
+                                           max_wait_ms=settings.max_wait_ms, queue_size=settings.queue_size,
+                                           metrics=metrics)
+        state.scheduler.start()
         loading = asyncio.get_running_loop().run_in_executor(None, state.load_models)
         try:
             yield
         finally:
-            await state.batcher.stop()
+            await state.scheduler.stop()
             await asyncio.gather(loading, return_exceptions=True)  # a load in progress finishes first
 
     app = FastAPI(title="facefuse", version=version("facefuse"), lifespan=lifespan, docs_url=None, redoc_url=None,
+                  generate_unique_id_function=lambda route: route.name,  # operationIds: fuse, detect, healthz…
                   description="Offline face fusion. Results are AI-generated and labelled as such; "
                               "fusing someone's face needs their consent.")
     app.state.service = state
@@ -87,10 +91,15 @@ def create_app(settings: ServeSettings | None = None, *, store: StoreConfig | No
     app.include_router(ops)
     app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
     _serve_docs_offline(app)
+    keyed = {route.path for route in api.routes if isinstance(route, APIRoute)}
+    install_openapi(app, settings, state.fuse_models, keyed_paths=keyed)
     if settings.cors_origin:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origin, allow_methods=["GET", "POST"],
                            allow_headers=["Authorization", "Content-Type", "X-Request-ID"],
                            expose_headers=["Server-Timing", "X-Request-ID", "Retry-After"])
     app.add_middleware(SecurityHeaders)
+    if settings.hosts_accepted is not None:
+        app.add_middleware(HostAllowList, hosts=settings.hosts_accepted)
+    app.add_middleware(HeadAsGet)
     app.add_middleware(RequestContext, metrics=metrics)
     return app

@@ -1,4 +1,4 @@
-"""HTTP endpoints: parse, queue the CPU work through the batcher, answer. No fusion logic lives here."""
+"""HTTP endpoints: parse, queue the CPU work through the request scheduler, answer. No fusion logic lives here."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from ..analysis.select import parse_face_choice, select_faces
+from ..analysis.select import select_faces
 from ..analysis.types import ImageAnalysis
 from ..errors import ErrorCode, FacefuseError
-from ..fusion.engine import FusionOptions
-from ..imageio import MEDIA_TYPES, output_format
-from ..pipeline import FusionResult, validate_options
+from ..imageio import MEDIA_TYPES, declared_pixels, output_format
+from ..pipeline import FusionResult
 from .negotiation import image_format_wanted
+from .openapi import fuse_request_body, request_body
 from .state import ServiceState
-from .uploads import DetectJSON, FuseJSON, FuseOptionsIn, parse_detect, parse_fuse, read_body
+from .uploads import DetectJSON, FuseJSON, FuseOptionsIn, parse_detect, parse_fuse
 from .web import CONTENT_SECURITY_POLICY, WEB_DIR
 
 
@@ -43,19 +43,6 @@ api = APIRouter(prefix="/v1", dependencies=[Depends(require_key)], tags=["fusion
 ops = APIRouter(tags=["operations"])
 
 
-def _multipart_or_json(files: dict[str, str], json_model: type[Any], form_model: type[Any] | None) -> dict[str, Any]:
-    """OpenAPI request body documenting both accepted encodings (the handler parses the body itself)."""
-    form_schema = form_model.model_json_schema() if form_model else {"type": "object", "properties": {}}
-    form_schema = {**form_schema, "properties": {**{name: {"type": "string", "format": "binary", "description": text}
-                                                    for name, text in files.items()},
-                                                 **form_schema.get("properties", {})},
-                   "required": list(files)}
-    return {"requestBody": {"required": True, "content": {
-        "multipart/form-data": {"schema": form_schema},
-        "application/json": {"schema": json_model.model_json_schema()},
-    }}}
-
-
 async def _disconnect(request: Request) -> None:
     """Returns when the client has gone (the body is already read, so the next ASGI message is the disconnect)."""
     while (await request.receive())["type"] != "http.disconnect":
@@ -67,31 +54,27 @@ def _server_timing(timings_ms: dict[str, float]) -> str:
 
 
 @api.post("/fuse", summary="Fuse the source face into the target photo",
-          openapi_extra=_multipart_or_json({"source": "identity photo", "target": "pose/scene photo"},
-                                           FuseJSON, FuseOptionsIn),
-          responses={200: {"content": {"image/jpeg": {}, "image/png": {}, "image/webp": {}},
-                           "description": "the image when Accept names an image type, else JSON"}})
+          openapi_extra=fuse_request_body((FuseOptionsIn, FuseJSON)))
 async def fuse(request: Request) -> Response:
     state = service(request)
-    fuser, batcher = state.require_ready()
-    deadline = time.monotonic() + state.settings.deadline_s
-    body = await read_body(request, state.settings.max_body_bytes)
-    upload = await run_in_threadpool(parse_fuse, request, body)  # a large JSON body must not stall the loop
-    given = upload.options
-    options = FusionOptions(profile_degree=given.profile_degree, feature_degree=given.feature_degree,
-                            target_face=parse_face_choice(given.target_face), visible_label=given.visible_label,
-                            engine=given.engine or state.settings.engine)
-    validate_options(options)
-    as_image, accepted_format = image_format_wanted(request.headers.get("accept", ""))
-    fmt = output_format(given.output_format or accepted_format or "jpeg")
+    fuser, scheduler = state.require_ready()
+    settings = state.settings
+    async with state.uploads.body(request, settings.max_body_bytes, settings.upload_timeout_s) as body:
+        deadline = time.monotonic() + settings.deadline_s  # from here: a slow upload has its own timeout
+        # a large JSON body must not stall the loop
+        upload = await run_in_threadpool(parse_fuse, request, body, state.fuse_models, state.defaults)
+        as_image, accepted_format = image_format_wanted(request.headers.get("accept", ""))
+        fmt = output_format(upload.encoding.output_format or accepted_format or "jpeg")
 
-    def work() -> tuple[FusionResult, bytes, float]:
-        result = fuser.fuse(upload.source, upload.target, options)
-        start = time.perf_counter()
-        data = result.encode(fmt, given.quality)
-        return result, data, (time.perf_counter() - start) * 1000
+        def work() -> tuple[FusionResult, bytes, float]:
+            result = fuser.fuse(upload.source, upload.target, upload.options)
+            start = time.perf_counter()
+            data = result.encode(fmt, upload.encoding.quality)
+            return result, data, (time.perf_counter() - start) * 1000
 
-    outcome = await batcher.run(work, deadline=deadline, disconnected=lambda: _disconnect(request))
+        pixels = declared_pixels(upload.source) + declared_pixels(upload.target)
+        async with state.pixels.hold(pixels, deadline):
+            outcome = await scheduler.run(work, deadline=deadline, disconnected=lambda: _disconnect(request))
     result, data, encode_ms = outcome.value
     timings = {"queue": outcome.queued_ms, **result.timings_ms, "encode": encode_ms}
     state.metrics.observe_stages(timings)
@@ -117,19 +100,21 @@ def quality_verdict(analysis: ImageAnalysis, role: str) -> dict[str, Any]:
 
 
 @api.post("/detect", summary="Faces and the quality verdict of one photo, without fusing",
-          openapi_extra=_multipart_or_json({"image": "the photo"}, DetectJSON, None))
+          openapi_extra=request_body("Detect", {"image": "the photo"}, DetectJSON, DetectJSON))
 async def detect(request: Request) -> Response:
     state = service(request)
-    fuser, batcher = state.require_ready()
-    deadline = time.monotonic() + state.settings.deadline_s
-    body = await read_body(request, state.settings.max_body_bytes)
-    upload = await run_in_threadpool(parse_detect, request, body)
+    fuser, scheduler = state.require_ready()
+    settings = state.settings
+    async with state.uploads.body(request, settings.max_body_bytes, settings.upload_timeout_s) as body:
+        deadline = time.monotonic() + settings.deadline_s
+        upload = await run_in_threadpool(parse_detect, request, body)
 
-    def work() -> dict[str, Any]:
-        analysis = fuser.analyze(upload.image, upload.role)
-        return {**analysis.to_dict(with_landmarks=False), "verdict": quality_verdict(analysis, upload.role)}
+        def work() -> dict[str, Any]:
+            analysis = fuser.analyze(upload.image, upload.role)
+            return {**analysis.to_dict(with_landmarks=False), "verdict": quality_verdict(analysis, upload.role)}
 
-    outcome = await batcher.run(work, deadline=deadline, disconnected=lambda: _disconnect(request))
+        async with state.pixels.hold(declared_pixels(upload.image), deadline):
+            outcome = await scheduler.run(work, deadline=deadline, disconnected=lambda: _disconnect(request))
     report = outcome.value
     report["timings_ms"] = {"queue": round(outcome.queued_ms, 2), **report["timings_ms"]}
     state.metrics.observe_stages(report["timings_ms"])
@@ -143,13 +128,22 @@ async def models(request: Request) -> dict[str, Any]:
     fuser, _ = state.require_ready()
     return {
         "detector": fuser.config.analysis.detector,
-        "engine": state.settings.engine,
+        "engine": state.settings.engines[0],
+        "engines": state.settings.engines,
         "providers": fuser.runtime.providers,
         "models": [{"name": e.name, "task": e.task.value, "licence": e.licence_note,
                     "commercial_use": e.commercial_use, "default": e.default,
                     "cached": fuser.store.cached_path(e.name).exists(), "description": e.description}
                    for e in fuser.store.registry],
     }
+
+
+@ops.get("/v1/options", summary="The fusion options a request may set, as JSON Schema (what the web page's "
+                                 "controls are built from)", tags=["fusion"])
+async def options(request: Request) -> dict[str, Any]:
+    state = service(request)
+    form, _ = state.fuse_models
+    return {"schema": form.model_json_schema(), "engines": state.settings.engines}
 
 
 @ops.get("/healthz", summary="The process is up")
@@ -162,7 +156,7 @@ async def readyz(request: Request) -> dict[str, Any]:
     state = service(request)
     state.require_ready()
     return {"status": "ready", "ready_after_s": round(state.ready_after_s or 0.0, 3),
-            "queue": {"pending": state.batcher.pending if state.batcher else 0,
+            "queue": {"pending": state.scheduler.pending if state.scheduler else 0,
                       "size": state.settings.queue_size}}
 
 
