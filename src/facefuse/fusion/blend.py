@@ -67,10 +67,10 @@ def match_colour(face: np.ndarray, target: np.ndarray, mask: np.ndarray, face_sk
         return face
     face_lab = cv2.cvtColor(face, cv2.COLOR_RGB2Lab)
     target_lab = cv2.cvtColor(target, cv2.COLOR_RGB2Lab)
-    matched = cv2.cvtColor(cv2.LUT(face_lab, _histogram_luts(face_lab, target_lab, weight)[None]), cv2.COLOR_Lab2RGB)
+    matched = cv2.LUT(face_lab, _histogram_luts(face_lab, target_lab, weight)[None])
     columns = np.flatnonzero(weight.max(axis=0))
     face_width = float(columns[-1] - columns[0] + 1)
-    return relight(matched, target, weight if face_skin is None else face_skin,
+    return relight(matched, target_lab, weight if face_skin is None else face_skin,
                    weight if target_skin is None else target_skin, face_width)
 
 
