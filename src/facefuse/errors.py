@@ -41,6 +41,12 @@ class ErrorCode(str, Enum):
     NOT_READY = "NOT_READY"
     DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
     INTERNAL = "INTERNAL"
+    # batch jobs
+    JOB_NOT_DONE = "JOB_NOT_DONE"
+    JOB_EXPIRED = "JOB_EXPIRED"
+    JOB_TOO_LARGE = "JOB_TOO_LARGE"
+    BAD_ARCHIVE = "BAD_ARCHIVE"
+    STORAGE_FULL = "STORAGE_FULL"
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,11 @@ ERROR_TABLE: dict[ErrorCode, ErrorMapping] = {
     ErrorCode.NOT_READY: ErrorMapping(5, 503),
     ErrorCode.DEADLINE_EXCEEDED: ErrorMapping(5, 504),
     ErrorCode.INTERNAL: ErrorMapping(1, 500),
+    ErrorCode.JOB_NOT_DONE: ErrorMapping(5, 409),
+    ErrorCode.JOB_EXPIRED: ErrorMapping(5, 410),
+    ErrorCode.JOB_TOO_LARGE: ErrorMapping(3, 413),
+    ErrorCode.BAD_ARCHIVE: ErrorMapping(3, 400),
+    ErrorCode.STORAGE_FULL: ErrorMapping(5, 507),
 }
 
 

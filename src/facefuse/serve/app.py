@@ -22,6 +22,7 @@ from swagger_ui_bundle import swagger_ui_path
 from ..config import StoreConfig
 from .batcher import Batcher
 from .http_errors import install_error_handlers
+from .jobs_routes import jobs_api
 from .metrics import ServiceMetrics
 from .middleware import RequestContext
 from .routes import api, ops
@@ -85,10 +86,11 @@ def create_app(settings: ServeSettings | None = None, *, store: StoreConfig | No
     install_error_handlers(app)
     app.include_router(api)
     app.include_router(ops)
+    app.include_router(jobs_api)  # batch jobs, with their own lifespan (runner start/stop)
     app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
     _serve_docs_offline(app)
     if settings.cors_origin:
-        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origin, allow_methods=["GET", "POST"],
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origin, allow_methods=["GET", "POST", "DELETE"],
                            allow_headers=["Authorization", "Content-Type", "X-Request-ID"],
                            expose_headers=["Server-Timing", "X-Request-ID", "Retry-After"])
     app.add_middleware(SecurityHeaders)

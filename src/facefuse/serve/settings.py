@@ -15,13 +15,14 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from ..config import AnalysisConfig, ImageLimits, RuntimeConfig, StoreConfig
 from ..fusion.engine import FusionOptions
 from ..pipeline import FuserConfig
+from .job_settings import JobSettings
 
 
 def _cores() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
-class ServeSettings(BaseSettings):
+class ServeSettings(JobSettings, BaseSettings):
     """Everything ``facefuse serve`` can be told; each field is also ``FACEFUSE_<NAME>`` in the environment."""
 
     model_config = SettingsConfigDict(env_prefix="FACEFUSE_", extra="ignore", frozen=True)
