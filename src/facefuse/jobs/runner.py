@@ -142,6 +142,7 @@ class JobRunner:
             if not self.store.start(job_id):
                 return
             record = self.store.get(job_id) or record
+            self.store.remove_partials(job_id)
             log.info("job %s (%s) running", job_id, record.kind.value)
             try:
                 if record.kind is JobKind.PHOTOS:

@@ -212,6 +212,12 @@ class JobStore:
     def result_path(self, record: JobRecord) -> Path | None:
         return self.folder(record.id) / record.result if record.result else None
 
+    def remove_partials(self, job_id: str) -> None:
+        """Temporary files a killed process was writing (``.part-*``); the finished files beside them stay."""
+        for folder in (self.folder(job_id), self.output_dir(job_id)):
+            for partial in folder.glob(".part-*"):
+                partial.unlink(missing_ok=True)
+
     def usage_bytes(self) -> int:
         """Bytes of job data on disk (inputs, partial and finished outputs), the database not included."""
         return sum(tree_bytes(entry) for entry in self.root.iterdir() if entry.is_dir())
