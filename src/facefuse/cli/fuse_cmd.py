@@ -15,12 +15,20 @@ from .options import add_fuser_options, fuser_config
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    defaults = FusionOptions()
     parser = commands.add_parser("fuse", help="fuse a source face into a target photo",
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--source", required=True, help="photo giving the identity and face shape")
     parser.add_argument("--target", required=True, help="photo giving pose, expression, hair and scene")
     parser.add_argument("--output", required=True, help="where to write the result (.png, .jpg or .webp)")
+    add_fusion_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_fuser_options(parser)
+    parser.set_defaults(handler=run)
+
+
+def add_fusion_arguments(parser: argparse.ArgumentParser) -> None:
+    """The fusion options, shared by `fuse` and `batch`."""
+    defaults = FusionOptions()
     parser.add_argument("--profile-degree", type=float, default=defaults.profile_degree,
                         help="0–100: how far the face contour moves toward the source's")
     parser.add_argument("--feature-degree", type=float, default=defaults.feature_degree,
@@ -35,20 +43,26 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--quality", type=int, default=92, help="JPEG/WebP quality")
     parser.add_argument("--no-visible-label", action="store_true",
                         help="omit the visible 'AI-generated' mark (the metadata label is always written)")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    add_fuser_options(parser)
-    parser.set_defaults(handler=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    options = FusionOptions(profile_degree=args.profile_degree, feature_degree=args.feature_degree,
-                            target_face=args.target_face, source_face=args.source_face, engine=args.engine,
-                            visible_label=not args.no_visible_label)
-    fmt = format_for_path(args.output)
+def fusion_options(args: argparse.Namespace) -> FusionOptions:
+    return FusionOptions(profile_degree=args.profile_degree, feature_degree=args.feature_degree,
+                         target_face=args.target_face, source_face=args.source_face, engine=args.engine,
+                         visible_label=not args.no_visible_label)
+
+
+def fusion_fuser(args: argparse.Namespace) -> Fuser:
+    """The Fuser for the command's flags, with a local swapper file when --model-path names one."""
     config = fuser_config(args)
     if args.model_path is not None:
         config = replace(config, swapper_files=SwapperFiles(args.model_path, allow_unknown=args.allow_unknown_model))
-    result = Fuser(config).fuse(Path(args.source), Path(args.target), options)
+    return Fuser(config)
+
+
+def run(args: argparse.Namespace) -> int:
+    options = fusion_options(args)
+    fmt = format_for_path(args.output)
+    result = fusion_fuser(args).fuse(Path(args.source), Path(args.target), options)
     Path(args.output).write_bytes(result.encode(fmt, args.quality))
     if args.json:
         print(json.dumps({"output": args.output, **result.to_dict()}))
