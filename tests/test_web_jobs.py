@@ -1,0 +1,70 @@
+"""The web page's batch / video section in a real browser (Playwright + Debian's Chromium, a real server)."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from serve_helpers import LiveServer
+from test_web_page import ARTIFACTS, browser, open_page  # noqa: F401  (browser is a fixture)
+
+from facefuse.config import StoreConfig
+from facefuse.imageio import read_label
+
+KEY = "page-key"
+
+
+@pytest.fixture(scope="module")
+def server(store_config: StoreConfig, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    with LiveServer(store_config, jobs_dir=tmp_path_factory.mktemp("web-jobs"), api_key=KEY) as live:
+        yield live
+
+
+def test_photo_batch_from_the_page(browser, server, faces_dir: Path):  # noqa: F811
+    rec = faces_dir / "face_recognition"
+    context, page, problems = open_page(browser, server, viewport={"width": 1280, "height": 900})
+    try:
+        page.locator("#settings summary").click()  # the server asks for a key: a user types it in the settings
+        page.locator("#api-key").fill(KEY)
+        page.set_input_files("#source-file", str(rec / "obama.jpg"))
+        assert page.locator("#jobs-start").is_disabled()  # nothing chosen to fuse into yet
+        page.set_input_files("#jobs-files", [str(rec / "biden.jpg"), str(rec / "obama2.jpg"),
+                                             str(faces_dir / "insightface/inspireface/bulk/view.jpg")])
+        assert page.locator("#jobs-chosen").inner_text() == "3 files chosen"
+        page.locator("#jobs-start").click()
+        page.locator("#jobs-download").wait_for(state="visible")
+        assert page.locator("#jobs-text").inner_text() == "Done: 2 of 3 photos fused."
+        assert page.evaluate("() => document.getElementById('jobs-progress').value") == 100
+        assert page.locator("#jobs-failures li").inner_text() == "view.jpg: No face found in the target photo"
+        assert not page.locator("#jobs-video").is_visible()  # photos give a zip, not a video
+        with page.expect_download() as download:
+            page.locator("#jobs-download").click()
+        archive = zipfile.ZipFile(io.BytesIO(Path(download.value.path()).read_bytes()))
+        photos = [name for name in archive.namelist() if name.endswith(".jpg")]
+        assert photos == ["0001-biden.jpg", "0002-obama2.jpg"]
+        assert all(read_label(archive.read(name)) for name in photos)
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.locator("#jobs").screenshot(path=str(ARTIFACTS / "web-jobs-photos.png"))
+        assert problems == []
+    finally:
+        context.close()
+
+
+def test_page_asks_for_the_api_key_and_the_source(browser, server, faces_dir: Path):  # noqa: F811
+    rec = faces_dir / "face_recognition"
+    context, page, problems = open_page(browser, server, viewport={"width": 390, "height": 844}, is_mobile=True)
+    try:
+        page.set_input_files("#source-file", str(rec / "obama.jpg"))
+        page.set_input_files("#jobs-files", str(rec / "biden.jpg"))
+        page.locator("#jobs-start").click()
+        page.locator("#jobs-error").wait_for(state="visible")
+        assert page.locator("#jobs-error-message").inner_text() == "This server needs an API key."
+        assert page.locator("#settings").get_attribute("open") is not None
+        overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0  # the section fits a phone
+        assert problems == []
+    finally:
+        context.close()
