@@ -35,7 +35,7 @@ def test_batch_over_files_and_a_folder_reports_each_failure(store_config, faces_
     damaged.write_bytes((rec / "obama-480p.jpg").read_bytes()[:20_000])
     out = tmp_path / "out"
     run = _batch("--source", str(rec / "obama.jpg"), "--targets", str(rec / "biden.jpg"), str(folder), str(damaged),
-                 "--out-dir", str(out), "--format", "png", "--json", store_config=store_config, capture_output=True)
+                 "--out-dir", str(out), "--output-format", "png", "--json", store_config=store_config, capture_output=True)
     assert run.returncode == 3, run.stderr  # a rejected photo: the input-rejected exit code
     summary = json.loads(run.stdout)
     assert [Path(d["output"]).name for d in summary["done"]] == ["0001-biden.png", "0002-b.png", "0003-c.png"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -18,13 +18,14 @@ from .analysis.cache import AnalysisCache, content_key
 from .analysis.select import select_faces
 from .analysis.types import Face, ImageAnalysis
 from .config import AnalysisConfig, RuntimeConfig, StoreConfig
-from .errors import ErrorCode, FacefuseError
-from .fusion.blend import BLEND_MODES, compose
-from .fusion.engine import FusionEngine, FusionOptions
+from .errors import FacefuseError
+from .fusion.blend import LutSmoother, compose
+from .fusion.engine import FusionEngine, FusionOptions, SourceFace
 from .fusion.swappers import SwapperFiles
 from .imageio import ImageInput, add_visible_mark, decode_image, encode_image, read_input_bytes
 from .models import ModelStore
 from .runtime import Runtime
+from .schema import Options, option
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,26 @@ class FuserConfig:
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
     swapper_files: SwapperFiles | None = None  # local files for a swapper engine (--model-path)
     analysis_cache_mb: int = 64  # decoded photos whose analysis is kept for reuse (0 turns the cache off)
+
+
+class EncodeOptions(Options):
+    """How a result is written: derived into ``facefuse fuse --output-format/--quality`` and the HTTP fields."""
+
+    output_format: Literal["jpeg", "jpg", "png", "webp"] | None = option(
+        None, "Format", "image format of the result (default: from the output file's name, or the Accept header; "
+        "else jpeg)")
+    quality: int = option(92, "Quality", "1–100: JPEG/WebP quality", ge=1, le=100)
+
+
+@dataclass(frozen=True)
+class PreparedSource:
+    """The analysed source photo, its chosen face and the engine's prepared payload."""
+
+    analysis: ImageAnalysis
+    face: Face
+    prepared: SourceFace
+    engine: FusionEngine
+    timings_ms: dict[str, float]
 
 
 @dataclass
@@ -50,21 +71,6 @@ class FusionResult:
     def to_dict(self) -> dict[str, Any]:
         return {"faces": self.faces, "timings_ms": {k: round(v, 2) for k, v in self.timings_ms.items()},
                 "warnings": self.warnings}
-
-
-def validate_options(options: FusionOptions) -> None:
-    for name in ("profile_degree", "feature_degree"):
-        value = getattr(options, name)
-        if not (0 <= value <= 100):
-            raise FacefuseError(ErrorCode.INVALID_OPTION, f"{name} must be between 0 and 100, got {value}",
-                                f"pass {name} as a number from 0 (target unchanged) to 100 (full source)",
-                                {"option": name, "value": value})
-    if options.blend not in BLEND_MODES:
-        raise FacefuseError(ErrorCode.INVALID_OPTION, f"unknown blend '{options.blend}'",
-                            f"choose one of: {', '.join(BLEND_MODES)}", {"option": "blend"})
-    if not (128 <= options.crop_size <= 1024):
-        raise FacefuseError(ErrorCode.INVALID_OPTION, f"crop_size must be 128–1024, got {options.crop_size}",
-                            "the default 512 suits most photos", {"option": "crop_size"})
 
 
 class Stopwatch:
@@ -125,38 +131,51 @@ class Fuser:
             self.cache.put(key, analysis)
         return analysis
 
-    def fuse(self, source: ImageInput, target: ImageInput, options: FusionOptions | None = None) -> FusionResult:
-        options = options or FusionOptions()
-        validate_options(options)
+    def prepare(self, source: ImageInput, options: FusionOptions) -> PreparedSource:
+        """Everything about the source a fusion needs, done once: a video reuses it for every frame."""
         engine = self.engine(options.engine)
         watch = Stopwatch()
-        source_analysis = self.analyze(source, "source")
+        analysis = self.analyze(source, "source")
         watch.lap("analyze_source")
+        face = _chosen(analysis, options.source_face, "source", allow_all=False)[0]
+        prepared = engine.prepare_source(analysis.image, face)
+        watch.lap("prepare_source")
+        return PreparedSource(analysis, face, prepared, engine, watch.timings)
+
+    def apply(self, source: PreparedSource, image: np.ndarray, faces: list[Face], options: FusionOptions,
+              watch: Stopwatch | None = None, smooth_luts: LutSmoother | None = None) -> np.ndarray:
+        """``image`` with ``source``'s face fused into each of ``faces`` (no label; that is the caller's last step).
+
+        ``smooth_luts`` lets a video carry the colour transfer over time (see :func:`facefuse.fusion.blend.compose`).
+        """
+        watch = watch or Stopwatch()
+        if options.profile_degree == 0 and options.feature_degree == 0:
+            return image
+        for face in faces:
+            rendered = source.engine.render(source.prepared, image, face, options)
+            watch.lap("render")
+            image = compose(image, rendered, options, smooth_luts)
+            watch.lap("blend")
+        return image
+
+    def fuse(self, source: ImageInput, target: ImageInput, options: FusionOptions | None = None) -> FusionResult:
+        options = options or FusionOptions()
+        prepared = self.prepare(source, options)
+        watch = Stopwatch()
         target_analysis = self.analyze(target, "target")
         watch.lap("analyze_target")
-        source_face = _chosen(source_analysis, options.source_face, "source", allow_all=False)[0]
         target_faces = _chosen(target_analysis, options.target_face, "target", allow_all=True)
-        prepared = engine.prepare_source(source_analysis.image, source_face)
-        watch.lap("prepare_source")
-        image = target_analysis.image
-        if options.profile_degree == 0 and options.feature_degree == 0:
-            faces_out = [_face_report(f, target_analysis) for f in target_faces]
-        else:
-            faces_out = []
-            for face in target_faces:
-                rendered = engine.render(prepared, image, face, options)
-                watch.lap("render")
-                image = compose(image, rendered, options)
-                watch.lap("blend")
-                faces_out.append(_face_report(face, target_analysis))
+        image = self.apply(prepared, target_analysis.image, target_faces, options, watch)
+        faces_out = [_face_report(f, target_analysis) for f in target_faces]
         if options.visible_label:
             image = add_visible_mark(image)
         watch.lap("label")
         warnings = [f"skipped target face at {np.round(f.box).astype(int).tolist()}: {f.issues[0].message}"
                     for f in target_analysis.faces if f.issues and options.target_face == "all"]
-        timings = {**{f"source_{k}": v for k, v in source_analysis.timings_ms.items()},
-                   **{f"target_{k}": v for k, v in target_analysis.timings_ms.items()}, **watch.timings}
-        timings["total"] = sum(watch.timings.values())
+        source_timings = {**{f"source_{k}": v for k, v in prepared.analysis.timings_ms.items()}, **prepared.timings_ms}
+        timings = {**source_timings, **{f"target_{k}": v for k, v in target_analysis.timings_ms.items()},
+                   **watch.timings}
+        timings["total"] = sum(watch.timings.values()) + sum(prepared.timings_ms.values())
         return FusionResult(image, faces_out, timings, warnings)
 
 

@@ -15,10 +15,11 @@ from pathlib import Path
 from tqdm import tqdm
 
 from ..errors import ErrorCode, FacefuseError
+from ..fusion.engine import FusionOptions
 from ..imageio import output_format
 from ..jobs import PhotoTask, fuse_photos
-from .fuse_cmd import add_fusion_arguments, fusion_fuser, fusion_options
-from .options import add_fuser_options
+from ..pipeline import EncodeOptions, Fuser
+from .options import add_fuser_options, add_model_flags, fuser_config, model_from_args
 
 PHOTO_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".pgm", ".ppm"}
 
@@ -30,9 +31,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--targets", required=True, nargs="+",
                         help="photos, and folders whose photos (by extension, sorted, subfolders included) are used")
     parser.add_argument("--out-dir", required=True, type=Path, help="folder for the results (created if missing)")
-    parser.add_argument("--format", default="jpeg", choices=["jpeg", "png", "webp"], help="output image format")
-    add_fusion_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print a JSON summary instead of the progress bar")
+    add_model_flags(parser, FusionOptions, "fusion options")
+    add_model_flags(parser, EncodeOptions, "output")
     add_fuser_options(parser)
     parser.set_defaults(handler=run)
 
@@ -57,9 +58,10 @@ def collect_targets(given: list[str]) -> list[PhotoTask]:
 
 def run(args: argparse.Namespace) -> int:
     tasks = collect_targets(args.targets)
-    options = fusion_options(args)
-    fmt = output_format(args.format)
-    fuser = fusion_fuser(args)
+    options: FusionOptions = model_from_args(FusionOptions, args)
+    encoding: EncodeOptions = model_from_args(EncodeOptions, args)
+    fmt = output_format(encoding.output_format or "jpeg")
+    fuser = Fuser(fuser_config(args))
     done: list[dict[str, object]] = []
     failed: list[tuple[PhotoTask, FacefuseError]] = []
     bar = tqdm(total=len(tasks), unit="photo", desc="fusing", disable=args.json or None, file=sys.stderr)
@@ -73,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         bar.update()
 
     try:
-        fuse_photos(fuser, Path(args.source), tasks, args.out_dir, options, fmt, args.quality, on_item)
+        fuse_photos(fuser, Path(args.source), tasks, args.out_dir, options, fmt, encoding.quality, on_item)
     finally:
         bar.close()
     if args.json:

@@ -13,16 +13,21 @@ Choices, by measurement (benchmarks/quality.py, seam metric and timings):
 
 from __future__ import annotations
 
+from typing import Callable
+
 import cv2
 import numpy as np
 
 from .engine import FusionOptions, RenderedFace
 
 PYRAMID_LEVELS = 5
-BLEND_MODES = ("multiband", "poisson")
 CONTRAST_LIMITS = (0.8, 1.25)  # the most colour matching may shrink or stretch the face's contrast, locally
 LIGHTING_SIGMA_FRACTION = 1 / 8  # of the crop size: broad shading only, never features such as brows or a beard
 LIGHTING_STRENGTH = 0.7
+
+# A video passes one of these to carry the colour transfer over time: it gets this frame's float lookup tables
+# (256×3) and returns the ones to apply, so the colour correction cannot flicker from frame to frame.
+LutSmoother = Callable[[np.ndarray], np.ndarray]
 
 
 def _low_pass(channel: np.ndarray, weight: np.ndarray, sigma: float) -> np.ndarray:
@@ -48,7 +53,8 @@ def _uint8_quantiles(values: np.ndarray, quantiles: np.ndarray) -> np.ndarray:
 
 
 def _histogram_luts(face_lab: np.ndarray, target_lab: np.ndarray, weight: np.ndarray) -> np.ndarray:
-    """Per-channel 256-entry lookup tables mapping the face's Lab histogram inside ``weight`` onto the target's.
+    """Per-channel 256-entry lookup tables (float, 256×3) mapping the face's Lab histogram inside ``weight`` onto
+    the target's.
 
     The mapping's slope is held within ``CONTRAST_LIMITS`` everywhere (then re-anchored at the median): a skin
     histogram is peaked, and unlimited matching stretches that peak, turning JPEG noise and pores into blotches.
@@ -65,10 +71,11 @@ def _histogram_luts(face_lab: np.ndarray, target_lab: np.ndarray, weight: np.nda
         lut = np.concatenate([[0.0], np.cumsum(slopes)])
         median = int(round(face_q[len(face_q) // 2]))
         luts.append(lut + (matched[median] - lut[median]))
-    return np.clip(np.stack(luts, axis=1) + 0.5, 0, 255).astype(np.uint8)
+    return np.stack(luts, axis=1)
 
 
-def match_colour(face: np.ndarray, target: np.ndarray, mask: np.ndarray) -> np.ndarray:
+def match_colour(face: np.ndarray, target: np.ndarray, mask: np.ndarray,
+                 smooth_luts: LutSmoother | None = None) -> np.ndarray:
     """The face's colours and lighting moved to the target's inside ``mask`` (both uint8 RGB crops).
 
     Histogram matching per channel in Lab (perceptual: lightness apart from colour) fixes skin tone and contrast,
@@ -81,7 +88,10 @@ def match_colour(face: np.ndarray, target: np.ndarray, mask: np.ndarray) -> np.n
         return face
     face_lab = cv2.cvtColor(face, cv2.COLOR_RGB2Lab)
     target_lab = cv2.cvtColor(target, cv2.COLOR_RGB2Lab)
-    matched = cv2.LUT(face_lab, _histogram_luts(face_lab, target_lab, weight)[None]).astype(np.float32)
+    luts = _histogram_luts(face_lab, target_lab, weight)
+    if smooth_luts is not None:
+        luts = smooth_luts(luts)
+    matched = cv2.LUT(face_lab, np.clip(luts + 0.5, 0, 255).astype(np.uint8)[None]).astype(np.float32)
     sigma = face.shape[0] * LIGHTING_SIGMA_FRACTION
     light = _low_pass(target_lab[..., 0].astype(np.float32), weight, sigma) - _low_pass(matched[..., 0], weight, sigma)
     matched[..., 0] += LIGHTING_STRENGTH * light
@@ -168,7 +178,8 @@ def _bounding_box(mask: np.ndarray, pad: int = 0) -> tuple[tuple[int, int], tupl
             (min(width - 1, cols[-1] + pad), min(height - 1, rows[-1] + pad)))
 
 
-def compose(image: np.ndarray, rendered: RenderedFace, options: FusionOptions) -> np.ndarray:
+def compose(image: np.ndarray, rendered: RenderedFace, options: FusionOptions,
+            smooth_luts: LutSmoother | None = None) -> np.ndarray:
     """The target photo with the rendered face colour-matched, blended, sharpened and pasted back.
 
     All of it runs on the bounding box of the changed region only (about half the crop).
@@ -180,7 +191,7 @@ def compose(image: np.ndarray, rendered: RenderedFace, options: FusionOptions) -
     (x0, y0), (x1, y1) = box
     sub = (slice(y0, y1 + 1), slice(x0, x1 + 1))
     crop, target, mask = rendered.crop[sub], rendered.target_crop[sub], rendered.mask[sub]
-    face = match_colour(crop, target, mask)
+    face = match_colour(crop, target, mask, smooth_luts)
     # The target's eyes and mouth interior go into the face *before* the multi-band blend: a small hole in the blend
     # mask would otherwise be filled by the face's low frequencies (pink teeth, washed-out irises). Outside the mask
     # the engine's crop is meaningless (the source's background, suit, hair) and the pyramid's coarse levels would

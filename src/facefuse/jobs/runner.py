@@ -17,7 +17,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ErrorCode, FacefuseError
@@ -42,7 +42,7 @@ class JobOptions:
     quality: int = 92
 
     def to_dict(self) -> dict[str, Any]:
-        return {"fusion": asdict(self.fusion), "image_format": self.image_format, "quality": self.quality}
+        return {"fusion": self.fusion.model_dump(mode="json"), "image_format": self.image_format, "quality": self.quality}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JobOptions:
@@ -210,7 +210,7 @@ class JobRunner:
         self._finish(record, JobState.DONE, result="result.zip")
 
     def _run_video(self, record: JobRecord, fuser: Fuser, interrupt: threading.Event) -> None:
-        from .. import fuse_video  # type: ignore[attr-defined]  # the video pipeline, imported only when needed
+        from ..video import fuse_video  # PyAV and the tracker load only when a video job runs
 
         options = JobOptions.from_dict(record.options)
         last = {"frames": 0, "written": 0.0}

@@ -20,16 +20,15 @@ from fastapi.responses import FileResponse, JSONResponse
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from ..analysis.select import parse_face_choice
 from ..errors import ErrorCode, FacefuseError
-from ..fusion.engine import FusionOptions
 from ..imageio import output_format
 from ..jobs import IntakeLimits, JobKind, JobOptions, JobRecord, JobRunner, JobState, JobStore, classify_targets
 from ..jobs.metrics import JobMetrics
-from ..pipeline import validate_options
+from ..schema import invalid_options
 from .routes import require_key, service
-from .uploads import (FuseOptionsIn, _invalid, _media_type, _text_fields, _unsupported_body, multipart_parts,
-                      read_body, unique_fields)
+from .state import ServiceState
+from .uploads import (_media_type, _text_fields, _unsupported_body, fusion_request, multipart_parts, read_body,
+                      unique_fields)
 
 _JOB_ID = re.compile(r"^[0-9a-f]{32}$")
 _MEDIA = {"result.zip": "application/zip", "result.mp4": "video/mp4"}
@@ -82,11 +81,12 @@ jobs_api = APIRouter(prefix="/v1/jobs", dependencies=[Depends(require_key)], tag
 class JobUpload:
     source: bytes
     targets: list[tuple[str, bytes]]
-    options: FuseOptionsIn
+    options: JobOptions
 
 
-def parse_job(request: Request, body: bytes, max_items: int) -> JobUpload:
-    """multipart/form-data: one ``source`` file, ``targets`` files (repeat the field), and /v1/fuse's options."""
+def parse_job(request: Request, body: bytes, state: ServiceState, max_items: int) -> JobUpload:
+    """multipart/form-data: one ``source`` file, ``targets`` files (repeat the field), and the option fields of
+    ``POST /v1/fuse`` (validated by the same request model, from the same server defaults)."""
     media_type = _media_type(request)
     if media_type != "multipart/form-data":
         raise _unsupported_body(media_type)
@@ -96,19 +96,14 @@ def parse_job(request: Request, body: bytes, max_items: int) -> JobUpload:
     if "source" not in fields:
         raise FacefuseError(ErrorCode.BAD_REQUEST, "the 'source' photo is missing",
                             "send it as a file field named 'source'", {"field": "source"})
+    form_model = state.fuse_models[0]
     try:
-        options = FuseOptionsIn.model_validate(_text_fields(fields, ("source",)))
+        given = form_model.model_validate(_text_fields(fields, ("source",)))
     except ValidationError as exc:
-        raise _invalid(exc) from None
+        raise invalid_options(exc, form_model) from None
+    fusion, encoding = fusion_request(given, state.defaults)
+    options = JobOptions(fusion, output_format(encoding.output_format or "jpeg"), encoding.quality)
     return JobUpload(fields["source"], targets, options)
-
-
-def _job_options(given: FuseOptionsIn, default_engine: str) -> JobOptions:
-    fusion = FusionOptions(profile_degree=given.profile_degree, feature_degree=given.feature_degree,
-                           target_face=parse_face_choice(given.target_face), visible_label=given.visible_label,
-                           engine=given.engine or default_engine)
-    validate_options(fusion)
-    return JobOptions(fusion, output_format(given.output_format or "jpeg"), given.quality)
 
 
 def _check_disk(jobs: JobService, incoming: int) -> None:
@@ -146,11 +141,10 @@ async def create_job(request: Request) -> JSONResponse:
     state.require_ready()
     jobs = _jobs(request)
     body = await read_body(request, state.settings.max_body_bytes)
-    upload = await run_in_threadpool(parse_job, request, body, jobs.limits.max_items)
-    options = _job_options(upload.options, state.settings.engine)
+    upload = await run_in_threadpool(parse_job, request, body, state, jobs.limits.max_items)
     kind, targets = await run_in_threadpool(classify_targets, upload.targets, jobs.limits)
     await run_in_threadpool(_check_disk, jobs, len(upload.source) + sum(len(d) for _, d in targets))
-    record = await run_in_threadpool(jobs.store.create, kind, options.to_dict(), upload.source, targets)
+    record = await run_in_threadpool(jobs.store.create, kind, upload.options.to_dict(), upload.source, targets)
     jobs.runner.submit(record.id)
     view = job_view(request, record, jobs)
     return JSONResponse(view, status_code=202, headers={"Location": f"/v1/jobs/{record.id}"})

@@ -1,5 +1,5 @@
 // facefuse web page, batch / video section: start a job on the server, follow its progress, play or download
-// the result. Uses app.js's $, state (the source photo), headers() (API key) and friendly() (error wording).
+// the result. Uses app.js's $, state (the source photo, the option controls), headers() (API key) and friendly().
 "use strict";
 
 const jobs = { files: [], id: null, timer: null, resultUrl: null };
@@ -63,10 +63,11 @@ async function jobsStart() {
   const form = new FormData();
   form.append("source", state.files.source, state.files.source.name || "source.jpg");
   for (const file of jobs.files) form.append("targets", file, file.name);
-  form.append("profile_degree", $("profile").value);
-  form.append("feature_degree", $("feature").value);
-  form.append("visible_label", $("visible-label").checked ? "true" : "false");
-  form.append("output_format", $("format").value);
+  for (const [name, read] of state.controls) { // the same option controls as a single fusion
+    const value = read();
+    if (value !== null) form.append(name, value);
+  }
+  if (state.faceChoice.source_face !== undefined) form.append("source_face", state.faceChoice.source_face);
   $("jobs-status").hidden = false;
   $("jobs-progress").removeAttribute("value"); // indeterminate while uploading
   $("jobs-text").textContent = "Uploading…";
