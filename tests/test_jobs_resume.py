@@ -17,7 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
-from job_helpers import submit, wait_for
+import av
+from job_helpers import make_clip, submit, wait_for
 from PIL import Image
 from serve_helpers import free_port
 
@@ -85,3 +86,23 @@ def test_job_killed_mid_run_resumes_on_restart(store_config, faces_dir: Path, tm
     assert all(after[index] == finished for index, finished in before.items())  # finished items were not redone
     assert not list((tmp_path / job_id).rglob(".part-*"))  # what the killed process was writing is gone
     store.close()
+
+
+def test_video_job_killed_mid_run_continues_from_its_last_segment(store_config, faces_dir: Path, tmp_path: Path):
+    clip = make_clip(tmp_path / "clip.mp4", faces_dir / "face_recognition/obama-480p.jpg", frames=60, fps=10)
+    jobs_dir = tmp_path / "jobs"
+    with serve_process(store_config, jobs_dir) as (process, url):
+        job_id = submit(url, faces_dir / "face_recognition/biden.jpg", [clip]).json()["id"]
+        wait_for(url, job_id, lambda j: j["progress"]["frames_done"] >= 25)  # past the first 2 s segment
+        process.kill()
+        process.wait(timeout=30)
+    assert not (jobs_dir / job_id / "result.mp4").exists()
+
+    with serve_process(store_config, jobs_dir) as (_, url):
+        job = wait_for(url, job_id)
+        assert job["state"] == "done", job
+        resumed = [w for w in job["warnings"] if w.startswith("resumed from frame")]
+        assert resumed and int(resumed[0].split()[3]) >= 20, job["warnings"]  # finished segments were kept
+        result = httpx.get(url + job["result_url"], timeout=60)
+    with av.open(io.BytesIO(result.content)) as output:
+        assert sum(1 for _ in output.decode(video=0)) == 60  # whole, not truncated, no frame twice

@@ -16,13 +16,14 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import ErrorCode, FacefuseError
 from ..fusion.engine import FusionOptions
 from ..pipeline import Fuser
+from ..video.options import VideoOptions
 from .files import remove_tree
 from .metrics import JobMetrics
 from .photos import PhotoTask, fuse_photos, write_zip
@@ -40,13 +41,16 @@ class JobOptions:
     fusion: FusionOptions = field(default_factory=FusionOptions)
     image_format: str = "JPEG"
     quality: int = 92
+    video: VideoOptions = field(default_factory=VideoOptions)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"fusion": self.fusion.model_dump(mode="json"), "image_format": self.image_format, "quality": self.quality}
+        return {"fusion": self.fusion.model_dump(mode="json"), "image_format": self.image_format,
+                "quality": self.quality, "video": asdict(self.video)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JobOptions:
-        return cls(FusionOptions(**data["fusion"]), data["image_format"], data["quality"])
+        return cls(FusionOptions(**data["fusion"]), data["image_format"], data["quality"],
+                   VideoOptions(**data["video"]))
 
 
 class JobRunner:
@@ -151,7 +155,7 @@ class JobRunner:
                     self._run_video(record, fuser, interrupt)
             except FacefuseError as exc:
                 if not interrupt.is_set():
-                    self._finish(record, JobState.FAILED, error=exc)
+                    self._finish(record, JobState.FAILED, error=_without_paths(exc))
             except Exception as exc:
                 log.exception("job %s failed unexpectedly", job_id)
                 self._finish(record, JobState.FAILED, error=FacefuseError(
@@ -165,8 +169,8 @@ class JobRunner:
                 remove_tree(self.store.folder(job_id))
 
     def _finish(self, record: JobRecord, state: JobState, *, result: str | None = None,
-                error: FacefuseError | None = None) -> None:
-        if self.store.finish(record.id, state, result=result, error=error) and self.metrics is not None:
+                error: FacefuseError | None = None, warnings: Sequence[str] = ()) -> None:
+        if self.store.finish(record.id, state, result=result, error=error, warnings=warnings) and self.metrics:
             finished = self.store.get(record.id)
             if finished is not None and finished.started is not None and finished.finished is not None:
                 self.metrics.duration.labels(record.kind.value, state.value).observe(
@@ -210,7 +214,7 @@ class JobRunner:
         self._finish(record, JobState.DONE, result="result.zip")
 
     def _run_video(self, record: JobRecord, fuser: Fuser, interrupt: threading.Event) -> None:
-        from ..video import fuse_video  # PyAV and the tracker load only when a video job runs
+        from ..video import fuse_video  # the tracker and smoothing load only when a video job runs
 
         options = JobOptions.from_dict(record.options)
         last = {"frames": 0, "written": 0.0}
@@ -225,8 +229,17 @@ class JobRunner:
                 self.store.progress(record.id, update.frames_done, update.frames_total, update.fps, update.eta_s)
 
         output = self.store.folder(record.id) / "result.mp4"
-        fuse_video(self.store.source_path(record.id), self.store.target_path(record.id, 0), output, options.fusion,
-                   fuser=fuser, progress=progress, cancel=interrupt, workdir=self.store.work_dir(record.id))
+        outcome = fuse_video(self.store.source_path(record.id), self.store.target_path(record.id, 0), output,
+                             options.fusion, options.video, fuser=fuser, progress=progress, cancel=interrupt,
+                             workdir=self.store.work_dir(record.id))
         if interrupt.is_set():
             return
-        self._finish(record, JobState.DONE, result="result.mp4")
+        self.store.progress(record.id, outcome.frames, outcome.frames, outcome.fps, 0.0)
+        self._finish(record, JobState.DONE, result="result.mp4", warnings=outcome.warnings)
+
+
+def _without_paths(exc: FacefuseError) -> FacefuseError:
+    """The error as a client may see it: file paths on this server (the job folder) stay in the log."""
+    details = {k: v for k, v in exc.details.items() if k not in ("path", "output")}
+    return FacefuseError(exc.code, exc.message.replace(str(exc.details.get("path", "\0")), "the upload"), exc.hint,
+                         details)

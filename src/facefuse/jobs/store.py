@@ -67,7 +67,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     fps REAL,
     eta_s REAL,
     error TEXT,
-    result TEXT
+    result TEXT,
+    warnings TEXT
 );
 CREATE TABLE IF NOT EXISTS items (
     job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
@@ -126,6 +127,7 @@ class JobRecord:
     eta_s: float | None
     error: dict[str, Any] | None
     result: str | None
+    warnings: list[str]
 
     @property
     def percent(self) -> float:
@@ -145,6 +147,7 @@ class JobRecord:
             "items": [item.to_dict() for item in items],
             "errors": failed,
             "error": self.error,
+            "warnings": self.warnings,
             "options": self.options,
         }
 
@@ -154,7 +157,8 @@ def _record(row: sqlite3.Row) -> JobRecord:
                      options=json.loads(row["options"]), created=row["created"], started=row["started"],
                      finished=row["finished"], expires=row["expires"], frames_done=row["frames_done"],
                      frames_total=row["frames_total"], fps=row["fps"], eta_s=row["eta_s"],
-                     error=json.loads(row["error"]) if row["error"] else None, result=row["result"])
+                     error=json.loads(row["error"]) if row["error"] else None, result=row["result"],
+                     warnings=json.loads(row["warnings"]) if row["warnings"] else [])
 
 
 def _item(row: sqlite3.Row) -> JobItem:
@@ -296,15 +300,15 @@ class JobStore:
                        (state, output, json.dumps(error.to_dict()) if error else None, time.time(), job_id, index))
 
     def finish(self, job_id: str, state: JobState, *, result: str | None = None,
-               error: FacefuseError | None = None) -> bool:
+               error: FacefuseError | None = None, warnings: Sequence[str] = ()) -> bool:
         """Ends a running job; false when it was cancelled meanwhile (a cancel wins over a late finish)."""
         now = time.time()
         with self._tx() as db:
             changed = db.execute(
-                "UPDATE jobs SET state = ?, result = ?, error = ?, finished = ?, expires = ?, eta_s = 0 "
+                "UPDATE jobs SET state = ?, result = ?, error = ?, warnings = ?, finished = ?, expires = ?, eta_s = 0 "
                 "WHERE id = ? AND state = 'running'",
-                (state.value, result, json.dumps(error.to_dict()) if error else None, now, now + self.retention_s,
-                 job_id)).rowcount
+                (state.value, result, json.dumps(error.to_dict()) if error else None, json.dumps(list(warnings)),
+                 now, now + self.retention_s, job_id)).rowcount
         return changed == 1
 
     def cancel(self, job_id: str) -> JobState | None:
