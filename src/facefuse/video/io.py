@@ -311,7 +311,7 @@ def _audio_packets(container: av.container.InputContainer, streams: dict[int, av
         if packet.dts is None or packet.pts is None:
             continue
         time = packet.pts * packet.time_base
-        if time < shift or (end_time is not None and time >= end_time):
+        if (shift and time < shift) or (end_time is not None and time >= end_time):
             continue
         offset = int(shift / packet.time_base)
         packet.pts -= offset
