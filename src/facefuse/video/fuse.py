@@ -15,9 +15,10 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +26,15 @@ from ..errors import ErrorCode, FacefuseError
 from ..fusion.engine import FusionOptions
 from ..imageio import ImageInput, add_visible_mark
 from ..pipeline import Fuser, PreparedSource, Stopwatch
-from .io import SegmentEncoder, VideoInfo, assemble, container_format, probe, read_frames, to_rgb
+from .io import (
+    SegmentEncoder,
+    VideoInfo,
+    assemble,
+    container_format,
+    probe,
+    read_frames,
+    to_rgb,
+)
 from .options import VideoOptions, VideoProgress, VideoResult
 from .smoothing import LutAverage
 from .tracking import FaceTracker, signature

@@ -18,10 +18,10 @@ import heapq
 import os
 import queue
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Iterator
 
 import av
 import numpy as np
