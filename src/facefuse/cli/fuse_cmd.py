@@ -10,7 +10,7 @@ from pathlib import Path
 from ..fusion.engine import FusionOptions
 from ..fusion.swappers import SwapperFiles
 from ..imageio import format_for_path, output_format
-from ..pipeline import EncodeOptions, Fuser
+from ..pipeline import EncodeOptions, Fuser, FuserConfig
 from .options import add_fuser_options, add_model_flags, fuser_config, model_from_args
 
 
@@ -24,23 +24,32 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     add_model_flags(parser, FusionOptions, "fusion options")
     add_model_flags(parser, EncodeOptions, "output")
+    add_swapper_flags(parser)
+    add_fuser_options(parser)
+    parser.set_defaults(handler=run)
+
+
+def add_swapper_flags(parser: argparse.ArgumentParser) -> None:
+    """``--model-path`` / ``--allow-unknown-model``, shared with ``facefuse video``."""
     swapper = parser.add_argument_group("swapper files")
     swapper.add_argument("--model-path", type=Path, default=None,
                          help="a local ONNX file for a swapper --engine instead of the registry's download")
     swapper.add_argument("--allow-unknown-model", action="store_true",
                          help="accept a --model-path whose SHA-256 is not the published file's")
-    add_fuser_options(parser)
-    parser.set_defaults(handler=run)
+
+
+def config_with_swapper(args: argparse.Namespace) -> FuserConfig:
+    config = fuser_config(args)
+    if args.model_path is not None:
+        config = replace(config, swapper_files=SwapperFiles(args.model_path, allow_unknown=args.allow_unknown_model))
+    return config
 
 
 def run(args: argparse.Namespace) -> int:
     options: FusionOptions = model_from_args(FusionOptions, args)
     encoding: EncodeOptions = model_from_args(EncodeOptions, args)
     fmt = output_format(encoding.output_format) if encoding.output_format else format_for_path(args.output)
-    config = fuser_config(args)
-    if args.model_path is not None:
-        config = replace(config, swapper_files=SwapperFiles(args.model_path, allow_unknown=args.allow_unknown_model))
-    result = Fuser(config).fuse(Path(args.source), Path(args.target), options)
+    result = Fuser(config_with_swapper(args)).fuse(Path(args.source), Path(args.target), options)
     Path(args.output).write_bytes(result.encode(fmt, encoding.quality))
     if args.json:
         print(json.dumps({"output": args.output, **result.to_dict()}))

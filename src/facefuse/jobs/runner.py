@@ -17,7 +17,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ErrorCode, FacefuseError
@@ -45,7 +45,7 @@ class JobOptions:
 
     def to_dict(self) -> dict[str, Any]:
         return {"fusion": self.fusion.model_dump(mode="json"), "image_format": self.image_format,
-                "quality": self.quality, "video": asdict(self.video)}
+                "quality": self.quality, "video": self.video.model_dump(mode="json")}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JobOptions:

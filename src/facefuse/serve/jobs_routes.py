@@ -8,7 +8,6 @@ factory only includes it. Same API key, body limit and error shape as every ``/v
 from __future__ import annotations
 
 import asyncio
-import math
 import re
 import time
 from collections.abc import AsyncIterator
@@ -25,7 +24,7 @@ from ..errors import ErrorCode, FacefuseError
 from ..imageio import output_format
 from ..jobs import IntakeLimits, JobKind, JobOptions, JobRecord, JobRunner, JobState, JobStore, classify_targets
 from ..jobs.metrics import JobMetrics
-from ..schema import invalid_options
+from ..schema import Scope, fields_of, invalid_options
 from ..video.options import VideoOptions
 from .routes import require_key, service
 from .state import ServiceState
@@ -33,7 +32,7 @@ from .uploads import (_media_type, _text_fields, _unsupported_body, fusion_reque
                       unique_fields)
 
 _JOB_ID = re.compile(r"^[0-9a-f]{32}$")
-_VIDEO_FIELDS: dict[str, type] = {"start": float, "end": float, "every_n": int, "crf": float}
+_VIDEO_FIELDS = tuple(fields_of(VideoOptions, Scope.REQUEST))
 _MEDIA = {"result.zip": "application/zip", "result.mp4": "video/mp4"}
 
 
@@ -100,7 +99,8 @@ def parse_job(request: Request, body: bytes, state: ServiceState, max_items: int
         raise FacefuseError(ErrorCode.BAD_REQUEST, "the 'source' photo is missing",
                             "send it as a file field named 'source'", {"field": "source"})
     texts = _text_fields(fields, ("source",))
-    video = _video_options({name: texts.pop(name) for name in list(texts) if name in _VIDEO_FIELDS})
+    # the request fields of `facefuse video`, checked by their own model; photo jobs ignore them
+    video = VideoOptions(**{name: texts.pop(name) for name in list(texts) if name in _VIDEO_FIELDS})
     form_model = state.fuse_models[0]
     try:
         given = form_model.model_validate(texts)
@@ -109,23 +109,6 @@ def parse_job(request: Request, body: bytes, state: ServiceState, max_items: int
     fusion, encoding = fusion_request(given, state.defaults)
     options = JobOptions(fusion, output_format(encoding.output_format or "jpeg"), encoding.quality, video)
     return JobUpload(fields["source"], targets, options)
-
-
-def _video_options(texts: dict[str, str]) -> VideoOptions:
-    """The video fields a job may set (``start``, ``end``, ``every_n``, ``crf``), checked as ``facefuse video``
-    checks them; photo jobs ignore them."""
-    values: dict[str, Any] = {}
-    for name, text in texts.items():
-        try:
-            values[name] = _VIDEO_FIELDS[name](text)
-            if not math.isfinite(values[name]):
-                raise ValueError(text)
-        except ValueError:
-            raise FacefuseError(ErrorCode.INVALID_OPTION, f"invalid {name} (got {text[:40]!r}): not a finite number",
-                                "see /docs for the video fields", {"option": name}) from None
-    options = VideoOptions(**values)
-    options.validate()
-    return options
 
 
 def _check_disk(jobs: JobService, incoming: int) -> None:
@@ -155,7 +138,7 @@ def _record(jobs: JobService, job_id: str) -> JobRecord:
 @jobs_api.post("", status_code=202, summary="Start a batch job: one source into many photos, or into a video",
                description="multipart/form-data: `source` (a photo), `targets` (repeat the field: photos, zips of "
                            "photos, or exactly one video) and the options of `POST /v1/fuse`; video jobs also take "
-                           "`start` and `end` (seconds), `every_n` (detection interval) and `crf`. Limits are server "
+                           "the fields of `facefuse video` (`start`, `end`, `every_n`, `crf`, `codec`…). Limits are server "
                            "settings: `--max-body-mb`, `--job-max-items`, `--job-max-unzipped-mb`, "
                            "`--job-max-disk-mb`; finished jobs are kept `--job-retention-hours`.",
                responses={202: {"description": "the job, queued; poll `GET /v1/jobs/{id}`"}, **_ERRORS})

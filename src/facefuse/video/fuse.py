@@ -15,10 +15,10 @@ import os
 import tempfile
 import threading
 import time
-from dataclasses import asdict
+from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -26,10 +26,18 @@ from ..errors import ErrorCode, FacefuseError
 from ..fusion.engine import FusionOptions
 from ..imageio import ImageInput, add_visible_mark
 from ..pipeline import Fuser, PreparedSource, Stopwatch
-from .io import SegmentEncoder, VideoInfo, assemble, container_format, probe, read_frames, to_rgb
+from .io import (
+    SegmentEncoder,
+    VideoInfo,
+    assemble,
+    container_format,
+    probe,
+    read_frames,
+    to_rgb,
+)
 from .options import VideoOptions, VideoProgress, VideoResult
 from .smoothing import LutAverage
-from .tracking import FaceTracker, check_choice, signature
+from .tracking import FaceTracker, signature
 
 CHECKPOINT = "checkpoint.json"
 CHECKPOINT_VERSION = 1
@@ -49,8 +57,6 @@ def fuse_video(source: ImageInput, target: str | Path, output: str | Path, optio
     """
     options = options or FusionOptions()
     video = video or VideoOptions()
-    video.validate()
-    check_choice(options.target_face)
     target, output = Path(target), Path(output)
     container_format(output)
     fuser = fuser or Fuser()
@@ -69,7 +75,7 @@ def _fingerprint(target: Path, prepared: PreparedSource, options: FusionOptions,
     digest = hashlib.sha256()
     digest.update(f"{target.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode())
     digest.update(np.ascontiguousarray(prepared.analysis.image).tobytes())
-    digest.update(json.dumps({"fusion": asdict(options), "video": video.to_dict()}, sort_keys=True,
+    digest.update(json.dumps({"fusion": options.model_dump(), "video": video.model_dump()}, sort_keys=True,
                              default=str).encode())
     return digest.hexdigest()
 
@@ -97,7 +103,8 @@ class _Run:
         self.start_pts = info.start_pts + int(round(video.start / tb)) if video.start else None
         self.end_pts = info.start_pts + int(round(video.end / tb)) if video.end is not None else None
         self.segment_frames = max(1, int(round(video.segment_s * info.rate)))
-        self.tracker = FaceTracker(fuser.analyzer, video, fuser.config.analysis.quality, options.target_face,
+        choice = "by_source" if video.match_source else options.target_face
+        self.tracker = FaceTracker(fuser.analyzer, video, fuser.config.analysis.quality, choice,
                                    signature(None, prepared.face.landmarks) if prepared.face.landmarks is not None
                                    else None)
         self.colour: dict[int, LutAverage] = {}

@@ -18,10 +18,10 @@ import heapq
 import os
 import queue
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Iterator
 
 import av
 import numpy as np
@@ -31,8 +31,7 @@ from ..imageio import AI_LABEL_TEXT, IPTC_AI_SOURCE, XMP_LABEL
 
 AI_LABEL_VIDEO = "AI-generated video (face fusion by facefuse)"
 CONTAINERS = {".mp4": "mp4", ".mov": "mov", ".m4v": "mp4", ".mkv": "matroska"}
-# encoder → how quality is given to it (crf: constant rate factor; q: fixed quantiser scale)
-CODECS = {"libx264": "crf", "libx265": "crf", "mpeg4": "q"}
+CRF_CODECS = ("libx264", "libx265")  # the others take a fixed quantiser scale
 DECODE_QUEUE = 8  # decoded frames buffered ahead of the fusion thread
 
 
@@ -200,12 +199,12 @@ class SegmentEncoder:
         options: dict[str, str] = {}
         if bitrate:
             ctx.bit_rate = bitrate
-        elif CODECS[codec] == "crf":
+        elif codec in CRF_CODECS:
             options["crf"] = f"{crf:g}"
         else:
             ctx.qscale = True
             ctx.global_quality = int((crf or 4) * 118)  # FF_QP2LAMBDA × q
-        if CODECS[codec] == "crf":
+        if codec in CRF_CODECS:
             options["preset"] = preset
         if codec == "libx264":
             options["x264-params"] = "bframes=0:scenecut=0"
@@ -312,7 +311,7 @@ def _audio_packets(container: av.container.InputContainer, streams: dict[int, av
         if packet.dts is None or packet.pts is None:
             continue
         time = packet.pts * packet.time_base
-        if time < shift or (end_time is not None and time >= end_time):
+        if (shift and time < shift) or (end_time is not None and time >= end_time):
             continue
         offset = int(shift / packet.time_base)
         packet.pts -= offset

@@ -2,68 +2,60 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-import av
+from pydantic import model_validator
 
 from ..errors import ErrorCode, FacefuseError
-from .io import CODECS
+from ..schema import Options, option
 
 
-@dataclass(frozen=True)
-class VideoOptions:
-    """start / end: seconds of the input to fuse (the output is that part, audio included).
-    every_n: run the face detector on every n-th frame (and at scene cuts); faces are tracked in between.
-    crf: quality for x264/x265 (lower = better, 18 ≈ visually lossless); bitrate (bits/s) replaces it when given.
-    codec: the output encoder (libx264, libx265, mpeg4); preset: x264/x265 speed preset.
-    smoothing: One-Euro filtering of the landmarks and averaging of the colour correction over time.
-    segment_s: length of the independently encoded segments a resumed run restarts from.
-    """
+class VideoOptions(Options):
+    """The knobs of a video beyond the photo fusion's :class:`FusionOptions`; like those, one definition from which
+    the ``facefuse video`` flags (and any HTTP fields) are derived. Frozen and validated when built."""
 
-    start: float = 0.0
-    end: float | None = None
-    every_n: int = 10
-    crf: float = 20.0
-    bitrate: int | None = None
-    codec: str = "libx264"
-    preset: str = "veryfast"
-    smoothing: bool = True
-    landmark_min_cutoff: float = 1.0  # Hz: One-Euro cut-off of a still face
-    landmark_beta: float = 0.5  # cut-off rise per face-width per second of motion
-    colour_weight: float = 0.15  # per-frame weight of the colour correction's running average
-    scene_cut: float = 0.45  # histogram (Bhattacharyya) distance between frames that counts as a cut
-    segment_s: float = 2.0
+    start: float = option(0.0, "Start", "seconds into the clip where the output starts", ge=0, allow_inf_nan=False)
+    end: float | None = option(None, "End", "seconds into the clip where the output ends (default: its end)",
+                               gt=0, allow_inf_nan=False)
+    every_n: int = option(10, "Detect every n frames", "run the face detector on every n-th frame (and at scene "
+                          "cuts); faces are tracked in between", ge=1, le=1000)
+    match_source: bool = option(False, "Fuse the person most like the source", "choose the target person whose "
+                                "face shape is closest to the source's instead of --target-face")
+    crf: float = option(20.0, "Quality (CRF)", "0–51: constant rate factor of x264/x265 (lower is better; 18 is "
+                        "near lossless), or the quantiser of mpeg4", ge=0, le=51)
+    bitrate: int | None = option(None, "Bit rate", "video bits per second; replaces --crf when given",
+                                 ge=10_000, le=1_000_000_000)
+    codec: Literal["libx264", "libx265", "mpeg4"] = option("libx264", "Codec", "output video encoder")
+    preset: Literal["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow"] = option(
+        "veryfast", "Preset", "x264/x265 speed preset (slower: smaller file at the same quality)")
+    smoothing: bool = option(True, "Temporal smoothing", "One-Euro filtering of the landmarks and a running "
+                             "average of the colour correction, so the face neither jitters nor flickers")
+    landmark_min_cutoff: float = option(1.0, "Landmark cut-off", "Hz: One-Euro cut-off for a still face (lower: "
+                                        "steadier, more lag)", gt=0, le=30)
+    landmark_beta: float = option(0.5, "Landmark speed response", "how fast the One-Euro cut-off rises with "
+                                  "motion, per face width per second", ge=0, le=100)
+    colour_weight: float = option(0.15, "Colour averaging weight", "0–1: weight of each frame in the running "
+                                  "average of the colour correction (1 = no averaging)", gt=0, le=1)
+    scene_cut: float = option(0.45, "Scene-cut threshold", "histogram (Bhattacharyya) distance between neighbouring "
+                              "frames that counts as a cut", gt=0, le=1)
+    segment_s: float = option(2.0, "Segment length", "seconds of video per independently encoded segment: the "
+                              "most a resumed run has to redo", ge=0.2, le=60)
 
-    def validate(self) -> None:
-        def bad(name: str, message: str, hint: str) -> FacefuseError:
-            return FacefuseError(ErrorCode.INVALID_OPTION, f"{name} {message}", hint, {"option": name})
-
-        if self.start < 0:
-            raise bad("start", f"must be ≥ 0 seconds, got {self.start}", "give the start time in seconds")
+    @model_validator(mode="after")
+    def _consistent(self) -> VideoOptions:
         if self.end is not None and self.end <= self.start:
-            raise bad("end", f"must be after start ({self.start} s), got {self.end}", "give the end time in seconds")
-        if not (1 <= self.every_n <= 1000):
-            raise bad("every_n", f"must be 1–1000, got {self.every_n}", "10 suits most clips; 1 detects every frame")
-        if not (0 <= self.crf <= 51):
-            raise bad("crf", f"must be 0–51, got {self.crf}", "18–28 is the useful range; lower is better")
-        if self.bitrate is not None and self.bitrate < 10_000:
-            raise bad("bitrate", f"must be at least 10000 bits/s, got {self.bitrate}", "e.g. 4000000 for 4 Mbit/s")
-        if self.codec not in CODECS:
-            raise bad("codec", f"'{self.codec}' is not supported", f"choose one of: {', '.join(CODECS)}")
+            raise FacefuseError(ErrorCode.INVALID_OPTION, f"end ({self.end} s) must come after start ({self.start} s)",
+                                "give --end in seconds after --start", {"option": "end"})
+        import av  # here, not at the top: the CLI builds these flags without loading FFmpeg
+
         try:
             av.codec.Codec(self.codec, "w")
         except av.codec.codec.UnknownCodecError:
-            raise bad("codec", f"'{self.codec}' is not in this build of FFmpeg", "use libx264") from None
-        if not (0.2 <= self.segment_s <= 60):
-            raise bad("segment_s", f"must be 0.2–60 seconds, got {self.segment_s}", "2 s is the default")
-        if not (0 < self.colour_weight <= 1) or self.landmark_min_cutoff <= 0 or self.landmark_beta < 0:
-            raise bad("smoothing", "parameters are out of range",
-                      "colour_weight in (0, 1], landmark_min_cutoff > 0, landmark_beta ≥ 0")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+            raise FacefuseError(ErrorCode.INVALID_OPTION, f"{self.codec} is not in this build of FFmpeg",
+                                "use --codec libx264", {"option": "codec"}) from None
+        return self
 
 
 @dataclass(frozen=True)

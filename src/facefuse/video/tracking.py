@@ -22,10 +22,9 @@ from ..analysis.analyzer import FaceAnalyzer
 from ..analysis.landmarks import five_points, roi_from_mesh
 from ..analysis.pose import face_axes, head_pose
 from ..analysis.quality import quality_issues
-from ..analysis.select import parse_face_choice
 from ..analysis.types import Face
 from ..config import QualityConfig
-from ..errors import ErrorCode, FacefuseError
+from ..errors import ErrorCode
 from ..geometry.regions import FACE_OVAL, IDENTITY_POINTS
 from .options import VideoOptions
 from .smoothing import OneEuroFilter
@@ -39,7 +38,6 @@ REID_COLOUR = 0.75  # the least Bhattacharyya coefficient of skin-colour histogr
 SIGNATURE_WEIGHT = 0.2  # running average of a track's signature at each detection
 GATE_CODES = (ErrorCode.FACE_TOO_SMALL.value, ErrorCode.POSE_TOO_LARGE.value)
 GEOMETRY_POINTS = np.concatenate([FACE_OVAL, IDENTITY_POINTS])
-TARGET_CHOICES = ("largest", "all", "by_source")
 
 
 @dataclass(frozen=True)
@@ -140,7 +138,7 @@ class FaceTracker:
         self.analyzer = analyzer
         self.options = options
         self.quality = quality
-        self.choice = choice if choice == "by_source" else parse_face_choice(choice)
+        self.choice = choice
         self.source = source
         self.cuts = SceneCuts(options.scene_cut)
         self.tracks: list[Track] = []
@@ -272,14 +270,3 @@ class FaceTracker:
         face = Face(box=mesh_box(mesh), score=1.0, keypoints=five_points(mesh), landmarks=mesh, pose=head_pose(mesh))
         face.issues = [i for i in quality_issues(face, self.quality) if i.code in GATE_CODES]
         return TrackedFace(track.id, face)
-
-
-def check_choice(choice: str | int) -> None:
-    """``target_face`` for a video: the photo choices plus ``by_source`` (the person most like the source)."""
-    if choice != "by_source":
-        try:
-            parse_face_choice(choice)
-        except FacefuseError:
-            raise FacefuseError(ErrorCode.INVALID_OPTION, f"face choice '{choice}' is not valid",
-                                f"use one of {', '.join(TARGET_CHOICES)} or a face index counted from 0",
-                                {"option": "target_face"}) from None
