@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from job_helpers import make_clip
 from serve_helpers import LiveServer
 from test_web_page import ARTIFACTS, browser, open_page  # noqa: F401  (browser is a fixture)
 
@@ -65,6 +66,33 @@ def test_page_asks_for_the_api_key_and_the_source(browser, server, faces_dir: Pa
         assert page.locator("#settings").get_attribute("open") is not None
         overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
         assert overflow <= 0  # the section fits a phone
+        assert problems == []
+    finally:
+        context.close()
+
+
+def test_video_job_plays_in_the_page(browser, server, faces_dir: Path, tmp_path: Path):  # noqa: F811
+    rec = faces_dir / "face_recognition"
+    clip = make_clip(tmp_path / "clip.mp4", rec / "obama-480p.jpg", frames=20, fps=10)
+    context, page, problems = open_page(browser, server, viewport={"width": 1280, "height": 900})
+    try:
+        page.evaluate("key => sessionStorage.setItem('facefuse-api-key', key)", KEY)
+        page.reload()  # the page keeps the key for the tab, as after a user typed it once
+        page.set_input_files("#source-file", str(rec / "biden.jpg"))
+        page.set_input_files("#jobs-files", str(clip))
+        assert page.locator("#jobs-chosen").inner_text() == "Video: clip.mp4"
+        page.locator("#jobs-start").click()
+        page.locator("#jobs-status").wait_for(state="visible")
+        page.locator("#jobs-video").wait_for(state="visible")
+        assert page.locator("#jobs-text").inner_text() == "Done."
+        assert page.locator("#jobs-download").inner_text() == "Download the video"
+        page.wait_for_function("() => document.getElementById('jobs-video').readyState >= 2")  # decodable frames
+        size = page.evaluate("() => { const v = document.getElementById('jobs-video');"
+                             " return [v.videoWidth, v.videoHeight, Math.round(v.duration * 10) / 10]; }")
+        assert size == [480, 360, 2.0]
+        page.evaluate("() => document.getElementById('jobs-video').play()")
+        page.wait_for_function("() => document.getElementById('jobs-video').currentTime > 0.3")  # it plays
+        page.locator("#jobs").screenshot(path=str(ARTIFACTS / "web-jobs-video.png"))
         assert problems == []
     finally:
         context.close()
