@@ -45,42 +45,15 @@ def zip_of(members: dict[str, bytes], compression: int = zipfile.ZIP_DEFLATED) -
     return buffer.getvalue()
 
 
-def make_clip(path: Path, photo: Path, *, frames: int = 40, fps: int = 10, size: tuple[int, int] = (480, 360),
-              blank: int = 0, audio: bool = True) -> Path:
-    """An H.264 MP4 made from a real photo: the camera pans slowly across it (so faces move), the last ``blank``
-    frames show no face (a grey card), and a 440 Hz AAC tone runs under it when ``audio``."""
-    import av
-    import numpy as np
-    from PIL import Image
 
-    width, height = size
-    picture = Image.open(photo).convert("RGB")
-    scale = max((width + frames) / picture.width, height / picture.height)
-    picture = np.asarray(picture.resize((int(picture.width * scale) + 1, int(picture.height * scale) + 1)))
-    with av.open(str(path), "w") as container:
-        video = container.add_stream("libx264", rate=fps)
-        video.width, video.height, video.pix_fmt = width, height, "yuv420p"
-        video.options = {"preset": "ultrafast", "crf": "20"}
-        sound = container.add_stream("aac", rate=44100) if audio else None
-        for i in range(frames):
-            if i >= frames - blank:
-                pixels = np.full((height, width, 3), 128, np.uint8)
-            else:
-                pixels = np.ascontiguousarray(picture[:height, i:i + width])
-            for packet in video.encode(av.VideoFrame.from_ndarray(pixels, format="rgb24")):
-                container.mux(packet)
-        for packet in video.encode():
-            container.mux(packet)
-        if sound is not None:
-            seconds = frames / fps
-            t = np.arange(int(44100 * seconds)) / 44100
-            tone = (0.2 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)
-            for start in range(0, len(tone), 1024):
-                chunk = tone[start:start + 1024].reshape(1, -1)
-                frame = av.AudioFrame.from_ndarray(chunk, format="flt", layout="mono")
-                frame.sample_rate, frame.pts = 44100, start
-                for packet in sound.encode(frame):
-                    container.mux(packet)
-            for packet in sound.encode():
-                container.mux(packet)
+def make_clip(path: Path, faces: Path, *, frames: int = 24, blank_frames: int = 0, fps: int = 10,
+              audio: bool = True) -> Path:
+    """A 480×360 H.264 clip (AAC tone when ``audio``) made by ``tests/video_clips.py`` from a shared photo: the
+    camera pans across Obama's face, then ``blank_frames`` frames show no face."""
+    from video_clips import OBAMA_720P, blank, camera, load, write_clip
+
+    photo, size = load(faces / "face_recognition" / "obama-720p.jpg"), (480, 360)
+    shots = [camera(photo, size, i / max(frames - blank_frames - 1, 1), OBAMA_720P, pan=0.3)
+             for i in range(frames - blank_frames)]
+    write_clip(path, shots + [blank(size) for _ in range(blank_frames)], fps, audio=audio)
     return path

@@ -89,7 +89,7 @@ def test_job_killed_mid_run_resumes_on_restart(store_config, faces_dir: Path, tm
 
 
 def test_video_job_killed_mid_run_continues_from_its_last_segment(store_config, faces_dir: Path, tmp_path: Path):
-    clip = make_clip(tmp_path / "clip.mp4", faces_dir / "face_recognition/obama-480p.jpg", frames=60, fps=10)
+    clip = make_clip(tmp_path / "clip.mp4", faces_dir, frames=60, fps=10)
     jobs_dir = tmp_path / "jobs"
     with serve_process(store_config, jobs_dir) as (process, url):
         job_id = submit(url, faces_dir / "face_recognition/biden.jpg", [clip]).json()["id"]

@@ -73,7 +73,7 @@ def test_page_asks_for_the_api_key_and_the_source(browser, server, faces_dir: Pa
 
 def test_video_job_plays_in_the_page(browser, server, faces_dir: Path, tmp_path: Path):  # noqa: F811
     rec = faces_dir / "face_recognition"
-    clip = make_clip(tmp_path / "clip.mp4", rec / "obama-480p.jpg", frames=20, fps=10)
+    clip = make_clip(tmp_path / "clip.mp4", faces_dir, frames=20, fps=10)
     context, page, problems = open_page(browser, server, viewport={"width": 1280, "height": 900})
     try:
         page.evaluate("key => sessionStorage.setItem('facefuse-api-key', key)", KEY)
