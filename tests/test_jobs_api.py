@@ -209,3 +209,14 @@ def test_disk_budget_refuses_jobs_until_expiry_frees_it(strict_server, photos):
     assert strict_server.metric("facefuse_jobs", state="expired") >= 1
     again = submit(url, photos["source"], targets, headers=key)
     assert again.status_code == 202, again.text
+
+
+def test_openapi_documents_the_job_routes(server):
+    schema = httpx.get(server.url + "/openapi.json").json()
+    post = schema["paths"]["/v1/jobs"]["post"]
+    fields = post["requestBody"]["content"]["multipart/form-data"]["schema"]["properties"]
+    assert {"source", "targets", "feature_degree", "every_n"} <= set(fields)
+    assert {"202", "401", "413", "507"} <= set(post["responses"])
+    assert "--job-max-disk-mb" in post["description"]
+    assert {"get", "delete"} <= set(schema["paths"]["/v1/jobs/{job_id}"])
+    assert "409" in schema["paths"]["/v1/jobs/{job_id}/result"]["get"]["responses"]

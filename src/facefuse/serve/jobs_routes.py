@@ -28,7 +28,7 @@ from ..schema import Scope, fields_of, invalid_options
 from ..video.options import VideoOptions
 from .routes import require_key, service
 from .state import ServiceState
-from .uploads import (_media_type, _text_fields, _unsupported_body, fusion_request, multipart_parts, read_body,
+from .uploads import (FuseOptionsIn, _media_type, _text_fields, _unsupported_body, fusion_request, multipart_parts, read_body,
                       unique_fields)
 
 _JOB_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -75,6 +75,20 @@ _ERRORS = {status: {"description": text} for status, text in {
     409: "the job has not finished (JOB_NOT_DONE)", 410: "the job expired and its files were deleted",
     413: "body, zip or item count over its limit", 503: "models still loading",
     507: "the jobs' disk budget is used up (STORAGE_FULL)"}.items()}
+
+def _request_body() -> dict[str, Any]:
+    """OpenAPI: the multipart body — the two file fields, /v1/fuse's option fields and the video fields."""
+    options = FuseOptionsIn.model_json_schema()
+    video = {name: schema for name, schema in VideoOptions.model_json_schema()["properties"].items()
+             if name in _VIDEO_FIELDS}
+    binary = {"type": "string", "format": "binary"}
+    schema = {"type": "object", "required": ["source", "targets"], "properties": {
+        "source": {**binary, "description": "the photo whose face is used"},
+        "targets": {"type": "array", "items": binary, "minItems": 1,
+                    "description": "photos, zips of photos, or exactly one video (repeat the field)"},
+        **options.get("properties", {}), **video}}
+    return {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": schema}}}}
+
 
 jobs_api = APIRouter(prefix="/v1/jobs", dependencies=[Depends(require_key)], tags=["jobs"], lifespan=jobs_lifespan)
 
@@ -141,7 +155,8 @@ def _record(jobs: JobService, job_id: str) -> JobRecord:
                            "the fields of `facefuse video` (`start`, `end`, `every_n`, `crf`, `codec`…). Limits are server "
                            "settings: `--max-body-mb`, `--job-max-items`, `--job-max-unzipped-mb`, "
                            "`--job-max-disk-mb`; finished jobs are kept `--job-retention-hours`.",
-               responses={202: {"description": "the job, queued; poll `GET /v1/jobs/{id}`"}, **_ERRORS})
+               responses={202: {"description": "the job, queued; poll `GET /v1/jobs/{id}`"}, **_ERRORS},
+               openapi_extra=_request_body())
 async def create_job(request: Request) -> JSONResponse:
     state = service(request)
     state.require_ready()
