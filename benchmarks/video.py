@@ -23,10 +23,10 @@ sys.path.insert(0, str(REPO / "tests"))
 from video_clips import OBAMA_720P, audio_packets, camera, load, write_clip
 
 from facefuse.fusion.engine import FusionOptions
-from facefuse.fusion.evaluation import IdentityJudge
 from facefuse.geometry.regions import FACE_OVAL, shrink
 from facefuse.pipeline import Fuser
 from facefuse.video import VideoOptions, VideoProgress, fuse_video
+from facefuse_eval.fusion import IdentityJudge
 
 SOURCE = FACES / "face_recognition" / "biden.jpg"
 HAMILTON = SHARED / "video" / "short_hamilton_clip.mp4"

@@ -61,9 +61,9 @@ class FusionOptions(Options):
         "square, so the service takes it from its operator, not from requests",
         scope=Scope.OPERATOR, ge=128, le=1024)
     segmentation: Literal["auto", "off"] = option(
-        "off", "Occlusion masks", "auto: the trained segmenter keeps the target's glasses, fringe and hands on top "
-        "and the source's hair out, when the licence setting allows it (else the classic masks, with a warning); "
-        "off: classic masks only")
+        "off", "Keep what covers the face", "auto: the trained segmenter keeps the target's glasses, fringe and "
+        "hands on top and the source's hair out, when the licence setting allows it (else the classic masks, with "
+        "a warning); off: classic masks only")
 
 
 @dataclass
