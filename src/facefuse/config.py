@@ -10,6 +10,7 @@ from pathlib import Path
 from platformdirs import user_cache_dir
 
 from .errors import ErrorCode, FacefuseError
+from .schema import Options, Scope, option
 
 
 class Precision(str, Enum):
@@ -67,6 +68,24 @@ class StoreConfig:
         default_factory=lambda: os.environ.get("FACEFUSE_ALLOW_NONCOMMERCIAL_MODELS", "1").lower() not in ("0", "false", "no"))
 
 
+class GpuOptions(Options):
+    """GPU provider settings: flags of every command that runs models and ``facefuse serve`` settings, derived
+    from these fields like the fusion options (operator scope: never per request)."""
+
+    device_id: int = option(0, "GPU", "CUDA/TensorRT/DirectML device index", scope=Scope.OPERATOR, ge=0, le=64)
+    gpu_mem_limit_mb: int = option(0, "GPU memory limit", "most GPU memory (MiB) the CUDA provider's arena may take "
+                                   "(0: no limit)", scope=Scope.OPERATOR, ge=0)
+    trt_workspace_mb: int = option(256, "TensorRT workspace", "TensorRT builder workspace (MiB); 256 fits beside "
+                                   "the models on 4–6 GB cards", scope=Scope.OPERATOR, ge=16, le=65536)
+    trt_fp16: bool = option(True, "TensorRT FP16", "let TensorRT run layers in half precision",
+                            scope=Scope.OPERATOR)
+    trt_cache_dir: Path | None = option(None, "TensorRT engine cache", "folder where TensorRT engines are kept and "
+                                        "reused (default: $FACEFUSE_HOME/tensorrt)", scope=Scope.OPERATOR)
+
+    def engine_cache(self) -> Path:
+        return self.trt_cache_dir or default_home() / "tensorrt"
+
+
 @dataclass(frozen=True)
 class RuntimeConfig:
     """How ONNX Runtime sessions are made.
@@ -80,11 +99,7 @@ class RuntimeConfig:
     providers: tuple[str, ...] | None = None
     intra_op_threads: int = 0
     concurrency: int = 1
-    device_id: int = 0
-    gpu_mem_limit_mb: int = 0
-    trt_workspace_mb: int = 256
-    trt_fp16: bool = True
-    trt_cache_dir: Path | None = None
+    gpu: GpuOptions = field(default_factory=lambda: GpuOptions())
     batch_window_ms: float = 0.0
     batch_max: int = 8
 
@@ -104,7 +119,8 @@ class QualityConfig:
 
     min_score: float = 0.7
     min_face_px: int = 40
-    max_yaw: float = 45.0
+    max_yaw: float = 60.0  # side faces up to 60° are fused (the hidden side filled from the visible one)
+    warn_yaw: float = 45.0  # beyond this a fusion succeeds with a warning in `warnings`
     max_pitch: float = 30.0
     min_sharpness: float = 12.0
 

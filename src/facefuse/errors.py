@@ -41,6 +41,7 @@ class ErrorCode(str, Enum):
     MODEL_MISMATCH = "MODEL_MISMATCH"
     # service
     QUEUE_FULL = "QUEUE_FULL"
+    UPLOAD_TIMEOUT = "UPLOAD_TIMEOUT"
     NOT_READY = "NOT_READY"
     DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
     CANCELLED = "CANCELLED"
@@ -82,6 +83,7 @@ ERROR_TABLE: dict[ErrorCode, ErrorMapping] = {
     ErrorCode.MODEL_CORRUPT: ErrorMapping(4, 503),
     ErrorCode.MODEL_MISMATCH: ErrorMapping(4, 422),
     ErrorCode.QUEUE_FULL: ErrorMapping(5, 429),
+    ErrorCode.UPLOAD_TIMEOUT: ErrorMapping(5, 408),
     ErrorCode.NOT_READY: ErrorMapping(5, 503),
     ErrorCode.DEADLINE_EXCEEDED: ErrorMapping(5, 504),
     ErrorCode.CANCELLED: ErrorMapping(130, 499),  # the caller stopped the work (as Ctrl-C; nginx's 499)

@@ -21,6 +21,7 @@ from .config import AnalysisConfig, RuntimeConfig, StoreConfig
 from .errors import FacefuseError
 from .fusion.blend import LutSmoother, compose
 from .fusion.engine import FusionEngine, FusionOptions, SourceFace
+from .fusion.occlusion import SEGMENTER_MODEL, FaceSegmenter
 from .fusion.swappers import SwapperFiles
 from .imageio import ImageInput, add_visible_mark, decode_image, encode_image, read_input_bytes
 from .models import ModelStore
@@ -96,6 +97,7 @@ class Fuser:
         self.analyzer = FaceAnalyzer(self.store, self.runtime, self.config.analysis)
         self.cache = AnalysisCache(self.config.analysis_cache_mb * 1024 * 1024)
         self._engines: dict[str, FusionEngine] = {}
+        self._segmenter: FaceSegmenter | None = None
         self._lock = threading.Lock()
 
     def engine(self, name: str) -> FusionEngine:
@@ -106,6 +108,15 @@ class Fuser:
             if name not in self._engines:
                 self._engines[name] = make_engine(name, self.store, self.runtime, self.config.swapper_files)
             return self._engines[name]
+
+    def segmenter(self) -> FaceSegmenter | None:
+        """The occlusion segmenter, or None where ``allow_noncommercial_models`` is off (it was trained on UTKFace)."""
+        if not self.store.permits(SEGMENTER_MODEL):
+            return None
+        with self._lock:
+            if self._segmenter is None:
+                self._segmenter = FaceSegmenter(self.runtime.session(self.store.ensure(SEGMENTER_MODEL)))
+            return self._segmenter
 
     def analyze(self, image: ImageInput, role: str = "image") -> ImageAnalysis:
         """Decode and analyse one photo; errors name ``role`` ("source"/"target") when it is not "image".
@@ -151,10 +162,13 @@ class Fuser:
         watch = watch or Stopwatch()
         if options.profile_degree == 0 and options.feature_degree == 0:
             return image
+        segmenter = self.segmenter() if options.segmentation == "auto" else None
         for face in faces:
             rendered = source.engine.render(source.prepared, image, face, options)
             watch.lap("render")
-            image = compose(image, rendered, options, smooth_luts)
+            parsing = segmenter.parse(rendered) if segmenter is not None else None
+            watch.lap("segment")
+            image = compose(image, rendered, options, parsing, smooth_luts)
             watch.lap("blend")
         return image
 
@@ -165,18 +179,31 @@ class Fuser:
         target_analysis = self.analyze(target, "target")
         watch.lap("analyze_target")
         target_faces = _chosen(target_analysis, options.target_face, "target", allow_all=True)
+        warnings = [f"skipped target face at {np.round(f.box).astype(int).tolist()}: {f.issues[0].message}"
+                    for f in target_analysis.faces if f.issues and options.target_face == "all"]
+        warn_yaw = self.config.analysis.quality.warn_yaw
+        warnings += [w for face, role in [(prepared.face, "source"), *((f, "target") for f in target_faces)]
+                     for w in _side_face_warnings(face, role, warn_yaw)]
+        if options.segmentation == "auto" and self.segmenter() is None:
+            warnings.append("occlusion masks off: the face segmenter is a non-commercial model and "
+                            "allow_noncommercial_models is false; classic geometric masks were used")
         image = self.apply(prepared, target_analysis.image, target_faces, options, watch)
         faces_out = [_face_report(f, target_analysis) for f in target_faces]
         if options.visible_label:
             image = add_visible_mark(image)
         watch.lap("label")
-        warnings = [f"skipped target face at {np.round(f.box).astype(int).tolist()}: {f.issues[0].message}"
-                    for f in target_analysis.faces if f.issues and options.target_face == "all"]
         source_timings = {**{f"source_{k}": v for k, v in prepared.analysis.timings_ms.items()}, **prepared.timings_ms}
         timings = {**source_timings, **{f"target_{k}": v for k, v in target_analysis.timings_ms.items()},
                    **watch.timings}
         timings["total"] = sum(watch.timings.values()) + sum(prepared.timings_ms.values())
         return FusionResult(image, faces_out, timings, warnings)
+
+
+def _side_face_warnings(face: Face, role: str, limit: float) -> list[str]:
+    if face.pose is None or abs(face.pose.yaw) <= limit:
+        return []
+    return [f"the {role} face is turned {abs(face.pose.yaw):.0f}° (over {limit:.0f}°): its hidden side is filled "
+            f"from the visible side, so expect less of the source's likeness there"]
 
 
 def _chosen(analysis: ImageAnalysis, choice: str | int, role: str, *, allow_all: bool) -> list[Face]:

@@ -65,6 +65,11 @@ def validation_problems(errors: Sequence[Any]) -> list[dict[str, str]]:
     return [{"field": ".".join(str(p) for p in e["loc"]), "problem": str(e["msg"])} for e in errors]
 
 
+def _short(value: Any) -> str:
+    text = repr(value) if not isinstance(value, int) or abs(value) < 10**30 else "a very long number"
+    return text if len(text) <= 40 else text[:37] + "…"
+
+
 def invalid_options(exc: ValidationError, model: type[BaseModel] | None = None) -> FacefuseError:
     """pydantic's errors as one ``INVALID_OPTION`` (``BAD_REQUEST`` for a missing required field).
 
@@ -78,7 +83,7 @@ def invalid_options(exc: ValidationError, model: type[BaseModel] | None = None) 
     about_field = [e for e in errors if e["loc"][:1] == first["loc"][:1]]  # a union reports once per member
     problem = "; ".join(dict.fromkeys(str(e["msg"]) for e in about_field))
     given = first.get("input")
-    shown = "" if first["type"] == "missing" or isinstance(given, (dict, list)) else f" (got {repr(given)[:40]})"
+    shown = "" if first["type"] == "missing" or isinstance(given, (dict, list)) else f" (got {_short(given)})"
     code = ErrorCode.BAD_REQUEST if first["type"] == "missing" else ErrorCode.INVALID_OPTION
     hint = f"{name}: {info.description}" if info is not None and info.description else "see the option's help"
     return FacefuseError(code, f"invalid {name}{shown}: {problem}", hint,

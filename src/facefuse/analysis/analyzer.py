@@ -16,6 +16,7 @@ import numpy as np
 from ..config import AnalysisConfig
 from ..models import ModelStore
 from ..runtime import Runtime
+from .blazeface import area_resize
 from .detectors import make_detector
 from .landmarks import FaceMesh, Roi, five_points, roi_from_eyes, roi_from_mesh
 from .nms import Detection
@@ -30,16 +31,23 @@ MARGIN = 0.25  # fraction of each side added around tight crops
 REFINE_SHIFT = 0.05
 REFINE_SCALE = 0.1
 REFINE_ANGLE = np.radians(5.0)
+# photos are analysed on a copy whose longer side is at most this: the detectors see 128–640 px anyway, FaceMesh
+# sees 192 px, and a 25 MP photo no longer costs full-size rotated and padded copies for the retries
+ANALYSIS_MAX_SIDE = 1920
+# a face found only in a turned view whose head is still tilted more than this is looked for again in the view
+# that turns it upright (a photo turned 180° is often first found, sideways, in the 90° view)
+UPRIGHT_ROLL = 45.0
 
 
 @dataclass(frozen=True)
 class View:
-    """A turned and/or padded copy of the image, and how to map its points back to the original."""
+    """A scaled, turned and/or padded copy of the image, and how to map its points back to the original."""
 
     rotation: int
     pad: int
-    width: int  # original size
+    width: int  # size of the scaled (not yet turned or padded) copy
     height: int
+    scale: float = 1.0  # copy pixels per original pixel
 
     def to_original(self, points: np.ndarray) -> np.ndarray:
         xy = points[..., :2] - self.pad
@@ -51,16 +59,28 @@ class View:
             x, y = w - 1 - x, h - 1 - y
         elif self.rotation == 270:
             x, y = w - 1 - y, x
-        out = points.copy()
-        out[..., 0], out[..., 1] = x, y
+        out = points.astype(np.float64 if points.dtype == np.float64 else np.float32, copy=True)
+        out[..., 0], out[..., 1] = x / self.scale, y / self.scale
+        if out.shape[-1] > 2:
+            out[..., 2:] = points[..., 2:] / self.scale  # depth in the same pixel units as x and y
         return out
 
 
-def make_view(image: np.ndarray, rotation: int, pad: int) -> tuple[np.ndarray, View]:
+def analysis_copy(image: np.ndarray, max_side: int = ANALYSIS_MAX_SIDE) -> tuple[np.ndarray, float]:
+    """The image reduced (area-averaged) so its longer side is at most ``max_side``, and the scale used."""
+    scale = min(1.0, max_side / max(image.shape[:2]))
+    if scale >= 1.0:
+        return image, 1.0
+    width, height = max(1, round(image.shape[1] * scale)), max(1, round(image.shape[0] * scale))
+    return area_resize(image, width, height), width / image.shape[1]
+
+
+def make_view(image: np.ndarray, rotation: int, pad: int, scale: float = 1.0) -> tuple[np.ndarray, View]:
+    """``image`` (already scaled by ``scale``) turned clockwise by ``rotation`` and padded by ``pad``."""
     turned = cv2.rotate(image, _ROTATE[rotation]) if rotation else image
     if pad:
         turned = cv2.copyMakeBorder(turned, pad, pad, pad, pad, cv2.BORDER_CONSTANT, value=(0, 0, 0))
-    return turned, View(rotation, pad, image.shape[1], image.shape[0])
+    return turned, View(rotation, pad, image.shape[1], image.shape[0], scale)
 
 
 def needs_second_pass(first: Roi, refined: Roi) -> bool:
@@ -75,6 +95,19 @@ def needs_second_pass(first: Roi, refined: Roi) -> bool:
     return shift > REFINE_SHIFT or abs(refined.size / first.size - 1) > REFINE_SCALE or turn > REFINE_ANGLE
 
 
+def upright_rotation(view: View, faces: list[Face]) -> int | None:
+    """The view that would show the most confident face upright, when it was found in a turned view but is still
+    tilted by more than :data:`UPRIGHT_ROLL` there; ``None`` when the view is right (or the photo was not turned:
+    a person lying down in an upright photo is reported as found, with their roll)."""
+    if not view.rotation or not faces:
+        return None
+    pose = max(faces, key=lambda f: f.score).pose
+    if pose is None or abs(pose.roll) <= UPRIGHT_ROLL:
+        return None
+    rotation = int(view.rotation - 90 * round(pose.roll / 90)) % 360
+    return rotation if rotation != view.rotation else None
+
+
 class FaceAnalyzer:
     """Holds the detector and landmark sessions; ``analyze`` is safe to call from several threads."""
 
@@ -87,10 +120,17 @@ class FaceAnalyzer:
     def analyze(self, image: np.ndarray) -> ImageAnalysis:
         timings: dict[str, float] = {}
         start = time.perf_counter()
-        view_image, view, detections = self._detect(image)
+        small, scale = analysis_copy(image)
+        view_image, view, detections = self._detect(small, scale)
         timings["detect"] = (time.perf_counter() - start) * 1000
         start = time.perf_counter()
         faces = self._faces(view_image, view, detections)
+        upright = upright_rotation(view, faces)
+        if upright is not None:
+            turned, turned_view = make_view(small, upright, 0, scale)
+            found = self.detector.detect(turned)
+            if max((d.score for d in found), default=0.0) >= self.config.quality.min_score:
+                view_image, view, faces = turned, turned_view, self._faces(turned, turned_view, found)
         timings["landmarks"] = (time.perf_counter() - start) * 1000
         start = time.perf_counter()
         for face in faces:
@@ -100,7 +140,7 @@ class FaceAnalyzer:
         faces.sort(key=lambda f: f.box[0] + f.box[2] / 2)
         return ImageAnalysis(image, faces, view.rotation, timings)
 
-    def _detect(self, image: np.ndarray) -> tuple[np.ndarray, View, list[Detection]]:
+    def _detect(self, image: np.ndarray, scale: float) -> tuple[np.ndarray, View, list[Detection]]:
         """The first view whose best face passes the confidence gate, else the view with the best face."""
         attempts = [(0, 0)]
         if self.config.try_rotations:
@@ -108,7 +148,7 @@ class FaceAnalyzer:
             attempts += [(0, margin), (90, 0), (270, 0), (180, 0)]
         best: tuple[float, np.ndarray, View, list[Detection]] | None = None
         for rotation, pad in attempts:
-            view_image, view = make_view(image, rotation, pad)
+            view_image, view = make_view(image, rotation, pad, scale)
             detections = self.detector.detect(view_image)
             top = max((d.score for d in detections), default=0.0)
             if best is None or top > best[0]:

@@ -7,6 +7,8 @@ are derived from its fields by :func:`add_model_flags`; nothing about them is wr
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
+from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
@@ -14,7 +16,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from ..analysis.detectors import DETECTOR_NAMES
-from ..config import AnalysisConfig, Precision, QualityConfig, RuntimeConfig, StoreConfig
+from ..config import AnalysisConfig, GpuOptions, Precision, QualityConfig, RuntimeConfig, StoreConfig
 from ..pipeline import FuserConfig
 from ..schema import fields_of
 
@@ -33,7 +35,7 @@ def _metavar(annotation: Any) -> str:
         if get_origin(member) is Literal:
             parts += [str(value) for value in get_args(member)]
         elif member is not type(None):
-            parts.append({int: "N", float: "X"}.get(member, "TEXT"))
+            parts.append({int: "N", float: "X", Path: "PATH"}.get(member, "TEXT"))
     return "|".join(parts)
 
 
@@ -75,7 +77,12 @@ def add_fuser_options(parser: argparse.ArgumentParser) -> None:
                        help="face detector: " + ", ".join(DETECTOR_NAMES))
     group.add_argument("--precision", choices=[p.value for p in Precision], default=AnalysisConfig.precision.value,
                        help="use the INT8/FP16 variants `facefuse optimize --install` made (FP32 where none passed)")
+    group.add_argument("--no-noncommercial-models", dest="allow_noncommercial_models", action="store_const",
+                       const=False, default=None,
+                       help="use only permissively licensed models (also FACEFUSE_ALLOW_NONCOMMERCIAL_MODELS=0): "
+                            "stages whose model is non-commercial fall back to their classic method or are refused")
     group.add_argument("--no-rotate", action="store_true", help="do not retry turned 90/180/270° when no face is found")
+    add_model_flags(parser, GpuOptions, "GPU (used only with --providers cuda, tensorrt, …)")
     quality = parser.add_argument_group("quality gate")
     defaults = QualityConfig()
     quality.add_argument("--min-score", type=float, default=defaults.min_score, help="lowest detection confidence")
@@ -88,9 +95,13 @@ def add_fuser_options(parser: argparse.ArgumentParser) -> None:
 
 def fuser_config(args: argparse.Namespace) -> FuserConfig:
     providers = tuple(p for p in args.providers.split(",") if p) if args.providers else None
+    store = StoreConfig()
+    if args.allow_noncommercial_models is not None:
+        store = replace(store, allow_noncommercial_models=args.allow_noncommercial_models)
     return FuserConfig(
-        store=StoreConfig(),
-        runtime=RuntimeConfig(providers=providers, intra_op_threads=args.threads),
+        store=store,
+        runtime=RuntimeConfig(providers=providers, intra_op_threads=args.threads,
+                              gpu=model_from_args(GpuOptions, args)),
         analysis=AnalysisConfig(
             detector=args.detector,
             try_rotations=not args.no_rotate,

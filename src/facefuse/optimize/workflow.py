@@ -8,9 +8,6 @@ every fifth calibration photo is set aside for the report.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -21,7 +18,7 @@ from ..config import AnalysisConfig, Precision, RuntimeConfig
 from ..errors import ErrorCode, FacefuseError
 from ..fusion.swappers import SWAPPERS
 from ..models import ModelStore, sha256_of
-from ..models.registry import precision_variant
+from ..models.registry import variant_name
 from ..runtime import Runtime
 from .calibration import load_samples, photo_paths, record_feeds
 from .drivers import ModelKind, Sample, model_kind
@@ -162,19 +159,11 @@ def judge(name: str, kind: ModelKind, source: Path, output: Path, request: Optim
 
 
 def install_variant(store: ModelStore, name: str, precision: str, output: Path, report: QualityReport) -> Path:
-    """Copy a variant into the cache as ``NAME@PRECISION``, with its hash and its report beside it.
+    """Put a variant into the cache as ``NAME@PRECISION`` (the store's own atomic install, with its hash), with its
+    report beside it.
 
     Only variants that passed their report are installed (unless forced), so ``--precision`` never selects one
     that failed; the recorded SHA-256 makes the store verify the file like any downloaded model from then on.
     """
-    entry = precision_variant(store.registry.get(name), precision)
-    store.cache_dir.mkdir(parents=True, exist_ok=True)
-    final = store.cache_dir / entry.filename
-    fd, tmp_name = tempfile.mkstemp(dir=store.cache_dir, prefix=".part-")
-    os.close(fd)
-    shutil.copyfile(output, tmp_name)
-    os.chmod(tmp_name, 0o644)
-    (final.parent / (entry.filename + ".sha256")).write_text(f"{sha256_of(Path(tmp_name))}  {entry.filename}\n")
-    (final.parent / (entry.filename + ".report.json")).write_text(json.dumps(report.to_dict(), indent=2))
-    os.replace(tmp_name, final)
-    return final
+    return store.install(variant_name(name, precision), output,
+                         {".report.json": json.dumps(report.to_dict(), indent=2)})

@@ -25,7 +25,7 @@ from .batcher import Batcher
 from .http_errors import install_error_handlers
 from .jobs_routes import jobs_api
 from .metrics import ServiceMetrics
-from .middleware import RequestContext
+from .middleware import HeadAsGet, HostAllowList, RequestContext
 from .routes import api, fuse_request_body, ops
 from .settings import ServeSettings
 from .state import ServiceState
@@ -109,5 +109,8 @@ def create_app(settings: ServeSettings | None = None, *, store: StoreConfig | No
                            allow_headers=["Authorization", "Content-Type", "X-Request-ID"],
                            expose_headers=["Server-Timing", "X-Request-ID", "Retry-After"])
     app.add_middleware(SecurityHeaders)
+    if settings.hosts_accepted is not None:
+        app.add_middleware(HostAllowList, hosts=settings.hosts_accepted)
+    app.add_middleware(HeadAsGet)
     app.add_middleware(RequestContext, metrics=metrics)
     return app

@@ -14,11 +14,11 @@ from starlette.concurrency import run_in_threadpool
 from ..analysis.select import select_faces
 from ..analysis.types import ImageAnalysis
 from ..errors import ErrorCode, FacefuseError
-from ..imageio import MEDIA_TYPES, output_format
+from ..imageio import MEDIA_TYPES, declared_pixels, output_format
 from ..pipeline import FusionResult
 from .negotiation import image_format_wanted
 from .state import ServiceState
-from .uploads import DetectJSON, FuseJSON, FuseOptionsIn, parse_detect, parse_fuse, read_body
+from .uploads import DetectJSON, FuseJSON, FuseOptionsIn, parse_detect, parse_fuse
 from .web import CONTENT_SECURITY_POLICY, WEB_DIR
 
 
@@ -80,21 +80,24 @@ def _server_timing(timings_ms: dict[str, float]) -> str:
                            "description": "the image when Accept names an image type, else JSON"}})
 async def fuse(request: Request) -> Response:
     state = service(request)
-    fuser, batcher = state.require_ready()
-    deadline = time.monotonic() + state.settings.deadline_s
-    body = await read_body(request, state.settings.max_body_bytes)
-    # a large JSON body must not stall the loop
-    upload = await run_in_threadpool(parse_fuse, request, body, state.fuse_models, state.defaults)
-    as_image, accepted_format = image_format_wanted(request.headers.get("accept", ""))
-    fmt = output_format(upload.encoding.output_format or accepted_format or "jpeg")
+    fuser, scheduler = state.require_ready()
+    settings = state.settings
+    async with state.uploads.body(request, settings.max_body_bytes, settings.upload_timeout_s) as body:
+        deadline = time.monotonic() + settings.deadline_s  # from here: a slow upload has its own timeout
+        # a large JSON body must not stall the loop
+        upload = await run_in_threadpool(parse_fuse, request, body, state.fuse_models, state.defaults)
+        as_image, accepted_format = image_format_wanted(request.headers.get("accept", ""))
+        fmt = output_format(upload.encoding.output_format or accepted_format or "jpeg")
 
-    def work() -> tuple[FusionResult, bytes, float]:
-        result = fuser.fuse(upload.source, upload.target, upload.options)
-        start = time.perf_counter()
-        data = result.encode(fmt, upload.encoding.quality)
-        return result, data, (time.perf_counter() - start) * 1000
+        def work() -> tuple[FusionResult, bytes, float]:
+            result = fuser.fuse(upload.source, upload.target, upload.options)
+            start = time.perf_counter()
+            data = result.encode(fmt, upload.encoding.quality)
+            return result, data, (time.perf_counter() - start) * 1000
 
-    outcome = await batcher.run(work, deadline=deadline, disconnected=lambda: _disconnect(request))
+        pixels = declared_pixels(upload.source) + declared_pixels(upload.target)
+        async with state.pixels.hold(pixels, deadline):
+            outcome = await scheduler.run(work, deadline=deadline, disconnected=lambda: _disconnect(request))
     result, data, encode_ms = outcome.value
     timings = {"queue": outcome.queued_ms, **result.timings_ms, "encode": encode_ms}
     state.metrics.observe_stages(timings)
@@ -123,16 +126,18 @@ def quality_verdict(analysis: ImageAnalysis, role: str) -> dict[str, Any]:
           openapi_extra=_multipart_or_json({"image": "the photo"}, DetectJSON, None))
 async def detect(request: Request) -> Response:
     state = service(request)
-    fuser, batcher = state.require_ready()
-    deadline = time.monotonic() + state.settings.deadline_s
-    body = await read_body(request, state.settings.max_body_bytes)
-    upload = await run_in_threadpool(parse_detect, request, body)
+    fuser, scheduler = state.require_ready()
+    settings = state.settings
+    async with state.uploads.body(request, settings.max_body_bytes, settings.upload_timeout_s) as body:
+        deadline = time.monotonic() + settings.deadline_s
+        upload = await run_in_threadpool(parse_detect, request, body)
 
-    def work() -> dict[str, Any]:
-        analysis = fuser.analyze(upload.image, upload.role)
-        return {**analysis.to_dict(with_landmarks=False), "verdict": quality_verdict(analysis, upload.role)}
+        def work() -> dict[str, Any]:
+            analysis = fuser.analyze(upload.image, upload.role)
+            return {**analysis.to_dict(with_landmarks=False), "verdict": quality_verdict(analysis, upload.role)}
 
-    outcome = await batcher.run(work, deadline=deadline, disconnected=lambda: _disconnect(request))
+        async with state.pixels.hold(declared_pixels(upload.image), deadline):
+            outcome = await scheduler.run(work, deadline=deadline, disconnected=lambda: _disconnect(request))
     report = outcome.value
     report["timings_ms"] = {"queue": round(outcome.queued_ms, 2), **report["timings_ms"]}
     state.metrics.observe_stages(report["timings_ms"])
@@ -149,7 +154,8 @@ async def models(request: Request) -> dict[str, Any]:
         "engine": state.settings.engines[0],
         "engines": state.settings.engines,
         "providers": fuser.runtime.providers,
-        "models": [{"name": e.name, "task": e.task.value, "licence": e.licence_note, "default": e.default,
+        "models": [{"name": e.name, "task": e.task.value, "licence": e.licence_note,
+                    "commercial_use": e.commercial_use, "default": e.default,
                     "cached": fuser.store.cached_path(e.name).exists(), "description": e.description}
                    for e in fuser.store.registry],
     }

@@ -13,11 +13,14 @@ from typing import Annotated, Any
 from pydantic import Field, SecretStr, create_model, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from ..config import AnalysisConfig, ImageLimits, Precision, RuntimeConfig, StoreConfig
+from ..config import AnalysisConfig, GpuOptions, ImageLimits, Precision, RuntimeConfig, StoreConfig
 from ..fusion.engine import FusionOptions
 from ..pipeline import FuserConfig
 from ..schema import Scope, fields_of
 from .job_settings import JobSettings
+
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 
 def _cores() -> int:
@@ -27,8 +30,9 @@ def _cores() -> int:
 class _Settings(JobSettings, BaseSettings):
     """Everything ``facefuse serve`` can be told; each field is also ``FACEFUSE_<NAME>`` in the environment.
 
-    The operator-scope fusion options (:class:`~facefuse.fusion.engine.FusionOptions` fields declared with
-    ``scope=Scope.OPERATOR``, such as ``crop_size``) are added to this class as settings of their own below.
+    The operator-scope options (:class:`~facefuse.fusion.engine.FusionOptions` fields declared with
+    ``scope=Scope.OPERATOR``, such as ``crop_size``, and :class:`~facefuse.config.GpuOptions`) are added to this
+    class as settings of their own below.
     """
 
     model_config = SettingsConfigDict(env_prefix="FACEFUSE_", extra="ignore", frozen=True)
@@ -45,7 +49,22 @@ class _Settings(JobSettings, BaseSettings):
     api_key: SecretStr | None = Field(None, description="if set, /v1/* require 'Authorization: Bearer <key>'")
     cors_origin: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="comma-separated origins allowed by CORS (off when empty)")
-    max_body_mb: float = Field(32.0, gt=0, description="largest request body; refused with 413 while reading")
+    max_body_mb: float = Field(32.0, gt=0, description="largest request body (MiB); refused with 413 while reading")
+    header_timeout_s: float = Field(10.0, gt=0, le=300, description="a connection whose request line and headers "
+                                    "have not all arrived this long after it opened (or after its last answer) is "
+                                    "closed (idle and slow-header clients)")
+    upload_timeout_s: float = Field(30.0, gt=0, le=3600, description="longest a request body may take to arrive; "
+                                    "slower uploads get 408 (the deadline only starts once the body is in)")
+    max_uploads: int = Field(16, ge=1, le=10_000, description="request bodies being received at once; beyond it: 429")
+    max_buffered_mb: float = Field(256.0, gt=0, description="request bytes held in memory by all requests together "
+                                   "(MiB); a body that would pass it gets 429")
+    max_decoded_mpx: float = Field(120.0, gt=0, description="decoded megapixels all requests in progress may hold "
+                                   "together (a 73 KB PNG can decode to 25 MP); work waits for room, within its "
+                                   "deadline")
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="comma-separated Host header values accepted (DNS-rebinding protection); "
+                                          "empty: loopback names only when bound to loopback without an API key, "
+                                          "else any")
     max_image_mb: float = Field(12.0, gt=0, description="largest single image after base64 decoding")
     max_pixels: int = Field(25_000_000, gt=0, description="largest image in pixels (checked from the header)")
     detector: str = Field(AnalysisConfig.detector, description="face detector used by the service")
@@ -67,7 +86,7 @@ class _Settings(JobSettings, BaseSettings):
     analysis_cache_mb: int = Field(64, ge=0, description="decoded photos whose face analysis is kept, keyed by "
                                                          "content, so reused templates skip detection (0: off)")
 
-    @field_validator("cors_origin", "engines", mode="before")
+    @field_validator("cors_origin", "engines", "allowed_hosts", mode="before")
     @classmethod
     def _split_list(cls, value: object) -> object:
         if isinstance(value, str):
@@ -92,6 +111,15 @@ class _Settings(JobSettings, BaseSettings):
         return int(self.max_body_mb * 1024 * 1024)
 
     @property
+    def hosts_accepted(self) -> frozenset[str] | None:
+        """Host header names (without port) this service answers; ``None`` = any."""
+        if self.allowed_hosts:
+            return frozenset(h.lower() for h in self.allowed_hosts)
+        if self.api_key is None and self.host in LOOPBACK_HOSTS:
+            return LOOPBACK_HOSTS
+        return None
+
+    @property
     def deadline_s(self) -> float:
         return self.deadline_ms / 1000.0
 
@@ -104,16 +132,18 @@ class _Settings(JobSettings, BaseSettings):
         return FuserConfig(
             store=replace(store or StoreConfig(), allow_noncommercial_models=self.allow_noncommercial_models),
             runtime=RuntimeConfig(providers=providers, concurrency=self.workers, batch_window_ms=self.batch_window_ms,
-                                  batch_max=self.max_batch),
+                                  batch_max=self.max_batch,
+                                  gpu=GpuOptions(**{name: getattr(self, name) for name in fields_of(GpuOptions)})),
             analysis=AnalysisConfig(detector=self.detector, precision=self.precision, limits=self.image_limits()),
             analysis_cache_mb=self.analysis_cache_mb,
         )
 
 
 def _with_operator_options(base: type[_Settings]) -> Any:
-    """``base`` plus one setting per operator-scope fusion option, with that option's type, range and help."""
-    extra: dict[str, Any] = {name: (info.annotation, info)
-                             for name, info in fields_of(FusionOptions, Scope.OPERATOR).items()}
+    """``base`` plus one setting per operator-scope option (fusion options such as ``crop_size``, and the GPU
+    options), with that option's type, range and help."""
+    extra: dict[str, Any] = {name: (info.annotation, info) for model in (FusionOptions, GpuOptions)
+                             for name, info in fields_of(model, Scope.OPERATOR).items()}
     return create_model("ServeSettings", __base__=base, __module__=__name__, __doc__=base.__doc__, **extra)
 
 

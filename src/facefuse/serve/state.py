@@ -21,7 +21,9 @@ from ..pipeline import Fuser
 from .batcher import Batcher
 from .metrics import ServiceMetrics
 from .settings import ServeSettings
-from .uploads import fuse_request_models
+from .budget import PixelBudget
+from .http_errors import public
+from .uploads import UploadGate, fuse_request_models
 
 log = logging.getLogger("facefuse.serve")
 
@@ -33,6 +35,8 @@ class ServiceState:
     metrics: ServiceMetrics
     defaults: FusionOptions = field(init=False)  # what a request's options start from
     fuse_models: tuple[type[BaseModel], type[BaseModel]] = field(init=False)  # (form, JSON) of POST /v1/fuse
+    uploads: UploadGate = field(init=False)
+    pixels: PixelBudget = field(init=False)
     batcher: Batcher | None = None
     fuser: Fuser | None = None
     load_error: FacefuseError | None = None
@@ -42,6 +46,9 @@ class ServiceState:
     def __post_init__(self) -> None:
         self.defaults = self.settings.fusion_defaults()
         self.fuse_models = fuse_request_models(self.defaults, self.settings.engines)
+        self.uploads = UploadGate(self.settings.max_uploads, int(self.settings.max_buffered_mb * 2**20),
+                                  self.metrics.uploads_rejected)
+        self.pixels = PixelBudget(int(self.settings.max_decoded_mpx * 1e6))
 
     def load_models(self) -> None:
         """Build the Fuser and its engine, and run the detector once so the first request does not pay for it."""
@@ -79,8 +86,9 @@ class ServiceState:
         return self.fuser, self.batcher
 
     def not_ready(self) -> FacefuseError:
-        if self.load_error is not None:
-            return FacefuseError(ErrorCode.NOT_READY, f"the models failed to load: {self.load_error.message}",
-                                 self.load_error.hint, {"cause": self.load_error.to_dict()})
+        if self.load_error is not None:  # the full error (paths, pip output) is in the log, not in answers
+            cause = public(self.load_error)
+            return FacefuseError(ErrorCode.NOT_READY, f"the models failed to load ({cause.code.value})",
+                                 cause.hint, {"cause": {"code": cause.code.value, "message": cause.message}})
         return FacefuseError(ErrorCode.NOT_READY, "the models are still loading", "retry in a second",
                              {"loading_for_s": round(time.monotonic() - self.created, 2)})

@@ -8,14 +8,17 @@ Image bytes are never trusted by their declared content type: :func:`facefuse.im
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from copy import copy
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from prometheus_client import Counter
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from python_multipart import MultipartParser
 from python_multipart.exceptions import MultipartParseError
@@ -32,27 +35,75 @@ _MAX_TEXT_FIELD = 4096
 
 
 def _body_too_large(size: int, limit: int) -> FacefuseError:
-    return FacefuseError(ErrorCode.IMAGE_TOO_LARGE, f"the request body is over {limit / 1e6:.1f} MB",
+    return FacefuseError(ErrorCode.IMAGE_TOO_LARGE, f"the request body is over {limit / 2**20:g} MiB",
                          "send smaller or more compressed photos", {"bytes_read": size, "max_body_bytes": limit})
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The whole body, refusing with 413 as soon as the declared or received size passes ``limit``."""
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        if not declared.isdigit():
-            raise FacefuseError(ErrorCode.BAD_REQUEST, "the Content-Length header is not a number",
-                                "let your HTTP client set it")
-        if int(declared) > limit:
-            raise _body_too_large(int(declared), limit)
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _body_too_large(size, limit)
-        chunks.append(chunk)
-    return b"".join(chunks)
+class UploadGate:
+    """What request bodies may hold at once: how many are being received, and how many bytes all requests in
+    progress keep in memory (a body stays buffered until its request is answered).
+
+    Why: without it, ten stalled 30 MB uploads held 300 MB; the per-request limit alone does not bound the sum.
+    A request over either budget gets 429 at once. Used only on the event loop, so plain counters suffice.
+    """
+
+    def __init__(self, max_uploads: int, max_bytes: int, rejected: Counter) -> None:
+        self.max_uploads = max_uploads
+        self.max_bytes = max_bytes
+        self.rejected = rejected
+        self.receiving = 0
+        self.held = 0
+
+    def _busy(self, what: str) -> FacefuseError:
+        self.rejected.inc()
+        return FacefuseError(ErrorCode.QUEUE_FULL, f"the server is receiving too many uploads ({what})",
+                             "retry in a few seconds", {"retry_after_s": 2})
+
+    @asynccontextmanager
+    async def body(self, request: Request, limit: int, timeout_s: float) -> AsyncIterator[bytes]:
+        """The whole body, held for the ``with`` block: 413 as soon as the declared or received size passes
+        ``limit``, 408 when it has not all arrived within ``timeout_s``, 429 when a budget is used up."""
+        declared = request.headers.get("content-length")
+        if declared is not None:
+            if not declared.isdigit():
+                raise FacefuseError(ErrorCode.BAD_REQUEST, "the Content-Length header is not a number",
+                                    "let your HTTP client set it")
+            if int(declared) > limit:
+                raise _body_too_large(int(declared), limit)
+        if self.receiving >= self.max_uploads:
+            raise self._busy(f"{self.receiving} at once")
+        chunks: list[bytes] = []
+        held = [0]  # bytes this request added to self.held
+
+        async def receive() -> None:
+            size = 0
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise _body_too_large(size, limit)
+                if self.held + len(chunk) > self.max_bytes:
+                    raise self._busy(f"{self.held / 2**20:.0f} MiB buffered")
+                self.held += len(chunk)
+                held[0] += len(chunk)
+                chunks.append(chunk)
+
+        self.receiving += 1
+        try:
+            await asyncio.wait_for(receive(), timeout_s)
+        except asyncio.TimeoutError:
+            self.held -= held[0]
+            raise FacefuseError(ErrorCode.UPLOAD_TIMEOUT, f"the request body did not arrive within {timeout_s:g} s",
+                                "check the connection, or send smaller photos",
+                                {"bytes_read": held[0], "upload_timeout_s": timeout_s}) from None
+        except BaseException:
+            self.held -= held[0]
+            raise
+        finally:
+            self.receiving -= 1
+        try:
+            yield b"".join(chunks)
+        finally:
+            self.held -= held[0]
 
 
 @dataclass
@@ -211,6 +262,9 @@ def _json_object(body: bytes) -> dict[str, Any]:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise FacefuseError(ErrorCode.BAD_REQUEST, f"the body is not valid JSON ({exc})",
                             "send JSON, or multipart/form-data with files") from None
+    except (ValueError, RecursionError):  # an integer over Python's 4300 digits, or nesting deeper than the stack
+        raise FacefuseError(ErrorCode.BAD_REQUEST, "the JSON body has a number too long or nesting too deep",
+                            "send the documented fields: numbers of a few digits, no nested objects") from None
     if not isinstance(value, dict):
         raise FacefuseError(ErrorCode.BAD_REQUEST, "the JSON body must be an object", "see /docs for the fields")
     return value

@@ -168,6 +168,9 @@ class _Run:
             warnings.append(f"{who} was found in no frame: the output is the clip with only the AI-generated label")
         elif fused < frames:
             warnings.append(f"{frames - fused} of {frames} frames had no usable chosen face and were left as they are")
+        if self.tracker.relocks:
+            warnings.append(f"the chosen person was not recognised after {self.tracker.relocks} scene cut(s); the "
+                            "face was chosen again in those shots")
         if resumed_from:
             warnings.append(f"resumed from frame {resumed_from} (the frames before came from an earlier run)")
         return warnings

@@ -34,11 +34,12 @@ class VideoOptions(Options):
                              "average of the colour correction, so the face neither jitters nor flickers")
     landmark_min_cutoff: float = option(1.0, "Landmark cut-off", "Hz: One-Euro cut-off for a still face (lower: "
                                         "steadier, more lag)", gt=0, le=30)
-    landmark_beta: float = option(0.5, "Landmark speed response", "how fast the One-Euro cut-off rises with "
-                                  "motion, per face width per second", ge=0, le=100)
+    landmark_beta: float = option(20.0, "Landmark speed response", "how fast the One-Euro cut-off rises with "
+                                  "motion (per face width per second): the most a moving face can lag is its width "
+                                  "/ (2π × this)", ge=0, le=1000)
     colour_weight: float = option(0.15, "Colour averaging weight", "0–1: weight of each frame in the running "
                                   "average of the colour correction (1 = no averaging)", gt=0, le=1)
-    scene_cut: float = option(0.45, "Scene-cut threshold", "histogram (Bhattacharyya) distance between neighbouring "
+    scene_cut: float = option(0.3, "Scene-cut threshold", "histogram (Bhattacharyya) distance between neighbouring "
                               "frames that counts as a cut", gt=0, le=1)
     segment_s: float = option(2.0, "Segment length", "seconds of video per independently encoded segment: the "
                               "most a resumed run has to redo", ge=0.2, le=60)

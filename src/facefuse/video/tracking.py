@@ -188,11 +188,11 @@ class FaceTracker:
         accepted = [f for f in faces if f.face.accepted]
         if self.choice == "all":
             return accepted
-        if self._new_shot:
-            # the first frame after a cut (always a detection frame): when the locked person was not recognised
-            # in the new shot, the choice is made again there rather than leaving the whole shot unfused
+        if self._new_shot and accepted:
+            # the first frame after a cut with a usable face: when the locked person was not recognised in the new
+            # shot, the choice is made again there rather than leaving the whole shot unfused
             self._new_shot = False
-            if self.locked is not None and all(f.track_id != self.locked for f in faces) and accepted:
+            if self.locked is not None and all(f.track_id != self.locked for f in faces):
                 self.locked = None
                 self.relocks += 1
         if self.locked is None and accepted:
