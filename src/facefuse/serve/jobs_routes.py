@@ -28,7 +28,7 @@ from ..schema import Scope, fields_of, invalid_options
 from ..video.options import VideoOptions
 from .routes import require_key, service
 from .state import ServiceState
-from .uploads import (FuseOptionsIn, _media_type, _text_fields, _unsupported_body, fusion_request, multipart_parts, read_body,
+from .uploads import (FuseOptionsIn, _media_type, _text_fields, _unsupported_body, fusion_request, multipart_parts,
                       unique_fields)
 
 _JOB_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -160,12 +160,13 @@ def _record(jobs: JobService, job_id: str) -> JobRecord:
 async def create_job(request: Request) -> JSONResponse:
     state = service(request)
     state.require_ready()
-    jobs = _jobs(request)
-    body = await read_body(request, state.settings.max_body_bytes)
-    upload = await run_in_threadpool(parse_job, request, body, state, jobs.limits.max_items)
-    kind, targets = await run_in_threadpool(classify_targets, upload.targets, jobs.limits)
-    await run_in_threadpool(_check_disk, jobs, len(upload.source) + sum(len(d) for _, d in targets))
-    record = await run_in_threadpool(jobs.store.create, kind, upload.options.to_dict(), upload.source, targets)
+    jobs, settings = _jobs(request), state.settings
+    # the body counts against the service's upload budget until the job's files are written
+    async with state.uploads.body(request, settings.max_body_bytes, settings.upload_timeout_s) as body:
+        upload = await run_in_threadpool(parse_job, request, body, state, jobs.limits.max_items)
+        kind, targets = await run_in_threadpool(classify_targets, upload.targets, jobs.limits)
+        await run_in_threadpool(_check_disk, jobs, len(upload.source) + sum(len(d) for _, d in targets))
+        record = await run_in_threadpool(jobs.store.create, kind, upload.options.to_dict(), upload.source, targets)
     jobs.runner.submit(record.id)
     view = job_view(request, record, jobs)
     return JSONResponse(view, status_code=202, headers={"Location": f"/v1/jobs/{record.id}"})
