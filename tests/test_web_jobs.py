@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -73,7 +74,7 @@ def test_page_asks_for_the_api_key_and_the_source(browser, server, faces_dir: Pa
 
 def test_video_job_plays_in_the_page(browser, server, faces_dir: Path, tmp_path: Path):  # noqa: F811
     rec = faces_dir / "face_recognition"
-    clip = make_clip(tmp_path / "clip.mp4", faces_dir, frames=20, fps=10)
+    clip = make_clip(tmp_path / "clip.mp4", faces_dir, frames=40, fps=20)
     context, page, problems = open_page(browser, server, viewport={"width": 1280, "height": 900})
     try:
         page.evaluate("key => sessionStorage.setItem('facefuse-api-key', key)", KEY)
@@ -81,15 +82,22 @@ def test_video_job_plays_in_the_page(browser, server, faces_dir: Path, tmp_path:
         page.set_input_files("#source-file", str(rec / "biden.jpg"))
         page.set_input_files("#jobs-files", str(clip))
         assert page.locator("#jobs-chosen").inner_text() == "Video: clip.mp4"
+        page.evaluate("""() => { window.shown = [];  // every progress line the page showed
+            new MutationObserver(() => window.shown.push(document.getElementById('jobs-text').textContent))
+                .observe(document.getElementById('jobs-text'), { childList: true, characterData: true, subtree: true });
+        }""")
         page.locator("#jobs-start").click()
         page.locator("#jobs-status").wait_for(state="visible")
         page.locator("#jobs-video").wait_for(state="visible")
         assert page.locator("#jobs-text").inner_text() == "Done."
+        running = [line for line in page.evaluate("() => window.shown") if "frames/s" in line]
+        assert running and re.fullmatch(r"\d+ % · \d+ / 40 frames · [\d.]+ frames/s( · about \d+ s left)?",
+                                        running[0]), running
         assert page.locator("#jobs-download").inner_text() == "Download the video"
         page.wait_for_function("() => document.getElementById('jobs-video').readyState >= 2")  # decodable frames
         size = page.evaluate("() => { const v = document.getElementById('jobs-video');"
                              " return [v.videoWidth, v.videoHeight, Math.round(v.duration * 10) / 10]; }")
-        assert size == [480, 360, 2.0]
+        assert size == [480, 360, 2.0]  # 40 frames at 20 fps
         page.evaluate("() => document.getElementById('jobs-video').play()")
         page.wait_for_function("() => document.getElementById('jobs-video').currentTime > 0.3")  # it plays
         page.locator("#jobs").screenshot(path=str(ARTIFACTS / "web-jobs-video.png"))
