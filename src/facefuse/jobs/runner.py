@@ -175,7 +175,7 @@ class JobRunner:
             if finished is not None and finished.started is not None and finished.finished is not None:
                 self.metrics.duration.labels(record.kind.value, state.value).observe(
                     finished.finished - finished.started)
-        log.info("job %s %s", record.id, state.value)
+        log.info("job %s %s%s", record.id, state.value, f" ({error})" if error else "")
 
     def _run_photos(self, record: JobRecord, fuser: Fuser, interrupt: threading.Event) -> None:
         options = JobOptions.from_dict(record.options)
