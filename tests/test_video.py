@@ -199,3 +199,17 @@ def test_cli_on_the_real_clip_and_on_a_damaged_one(source, tmp_path, store_confi
     run = subprocess.run([sys.executable, "-m", "facefuse.cli", "video", "--source", str(source), "--target",
                           str(broken), "--output", str(output)], env=env, capture_output=True, text=True, check=False)
     assert run.returncode == 3 and run.stderr.startswith("error: CORRUPT_VIDEO") and "Traceback" not in run.stderr
+
+
+def test_tracking_keeps_the_id_through_a_short_occlusion(fuser, faces_dir):
+    from video_clips import OBAMA_720P, camera, load
+
+    photo = load(faces_dir / "face_recognition" / "obama-720p.jpg")
+    frames = [camera(photo, (640, 360), i / 14, OBAMA_720P, pan=0.1) for i in range(15)]
+    for frame in frames[5:9]:  # a hand (a flat grey card) over the face for four frames
+        frame[90:270, 250:390] = 128
+    tracker = FaceTracker(fuser.analyzer, VideoOptions(every_n=3), fuser.config.analysis.quality, "largest")
+    ids = [sorted(f.track_id for f in tracker.step(frame, i / 15)) for i, frame in enumerate(frames)]
+    assert ids[0] == [0] and ids[-1] == [0], ids
+    assert all(i == [] for i in ids[5:9])  # really lost while covered, then found again as the same track
+    assert tracker.next_id == 1  # no second person was ever started

@@ -58,26 +58,25 @@ def container_format(path: Path) -> str:
     fmt = CONTAINERS.get(path.suffix.lower())
     if fmt is None:
         raise FacefuseError(ErrorCode.INVALID_OPTION, f"cannot write a video named '{path.name}'",
-                            f"name the output with one of: {', '.join(sorted(CONTAINERS))}", {"output": str(path)})
+                            f"name the output with one of: {', '.join(sorted(CONTAINERS))}", {"option": "output"})
     return fmt
 
 
 def open_input(path: Path) -> av.container.InputContainer:
     """The container with a video stream, or UNSUPPORTED_VIDEO / CORRUPT_VIDEO that says why not."""
     if not path.is_file():
-        raise FacefuseError(ErrorCode.BAD_REQUEST, f"no video file at '{path}'", "check the path",
-                            {"path": str(path)})
+        raise FacefuseError(ErrorCode.BAD_REQUEST, f"no video file at '{path.name}'", "check the path")
     try:
         container = av.open(str(path), metadata_errors="ignore")
     except av.error.InvalidDataError as exc:
         raise _not_video(path, exc) from None
     except av.error.FFmpegError as exc:
-        raise FacefuseError(ErrorCode.CORRUPT_VIDEO, f"the video could not be opened ({exc.strerror})",
-                            "re-export or re-download the video", {"path": str(path)}) from None
+        raise FacefuseError(ErrorCode.CORRUPT_VIDEO, f"the video could not be opened ({_reason(exc)})",
+                            "re-export or re-download the video") from None
     if not container.streams.video:
         container.close()
         raise FacefuseError(ErrorCode.UNSUPPORTED_VIDEO, "the file has no video stream",
-                            "send a video file (MP4, MOV, MKV, WebM…)", {"path": str(path)})
+                            "send a video file (MP4, MOV, MKV, WebM…)")
     return container
 
 
@@ -85,10 +84,15 @@ def _not_video(path: Path, exc: Exception) -> FacefuseError:
     head = path.read_bytes()[:12] if path.stat().st_size else b""
     # an MP4/MOV whose index is missing or cut off is a damaged video, not an unknown format
     if head[4:8] in (b"ftyp", b"mdat", b"moov", b"free", b"wide") or head[:4] == b"\x1a\x45\xdf\xa3":
-        return FacefuseError(ErrorCode.CORRUPT_VIDEO, f"the video is damaged or truncated ({exc})",
-                             "re-export or re-download the video", {"path": str(path)})
+        return FacefuseError(ErrorCode.CORRUPT_VIDEO, f"the video is damaged or truncated ({_reason(exc)})",
+                             "re-export or re-download the video")
     return FacefuseError(ErrorCode.UNSUPPORTED_VIDEO, "the data is not a video in a supported format",
-                         "send an MP4, MOV, MKV or WebM video", {"path": str(path)})
+                         "send an MP4, MOV, MKV or WebM video")
+
+
+def _reason(exc: Exception) -> str:
+    """FFmpeg's reason without the file name (errors never name server paths)."""
+    return str(getattr(exc, "strerror", None) or type(exc).__name__)
 
 
 def probe(path: Path) -> VideoInfo:
@@ -97,7 +101,7 @@ def probe(path: Path) -> VideoInfo:
         first = next(_decoded(container, stream), None)
         if first is None:
             raise FacefuseError(ErrorCode.CORRUPT_VIDEO, "the video has no frame that can be decoded",
-                                "re-export or re-download the video", {"path": str(path)})
+                                "re-export or re-download the video")
         rate = stream.average_rate or stream.guessed_rate or Fraction(30)
         frames = stream.frames
         if not frames and stream.duration:
@@ -117,7 +121,7 @@ def _decoded(container: av.container.InputContainer, stream: av.VideoStream) -> 
             if frame.pts is not None:
                 yield frame
     except av.error.FFmpegError as exc:
-        raise FacefuseError(ErrorCode.CORRUPT_VIDEO, f"the video is damaged ({exc.strerror or exc})",
+        raise FacefuseError(ErrorCode.CORRUPT_VIDEO, f"the video is damaged ({_reason(exc)})",
                             "re-export or re-download the video") from None
 
 
@@ -273,8 +277,7 @@ def assemble(output: Path, segments: list[tuple[Path, list[int]]], source: Path,
         os.replace(temporary, output)
     except av.error.FFmpegError as exc:
         raise FacefuseError(ErrorCode.UNSUPPORTED_VIDEO, f"the streams cannot be written as {output.suffix} "
-                            f"({exc.strerror or exc})", "choose another output container, e.g. .mkv",
-                            {"output": str(output)}) from None
+                            f"({_reason(exc)})", "choose another output container, e.g. .mkv") from None
     finally:
         temporary.unlink(missing_ok=True)
 

@@ -122,6 +122,7 @@ class Track:
     smoother: OneEuroFilter | None
     active: bool = True
     unconfirmed: int = 0  # detection rounds in a row that did not see this face
+    shot: int = 0  # the scene (count of cuts before it) the face was last seen in
 
 
 @dataclass(frozen=True)
@@ -220,7 +221,7 @@ class FaceTracker:
             if presence < PRESENCE_MIN:
                 track.active = False
             else:
-                track.mesh = mesh
+                track.mesh, track.shot = mesh, self.scene_cuts
 
     def _detect(self, image: np.ndarray) -> None:
         self.detections += 1
@@ -253,16 +254,20 @@ class FaceTracker:
         """A newly detected face: the lost track it matches best comes back, else a new track starts."""
         assert face.landmarks is not None
         sig = signature(image, face.landmarks)
-        candidates = [t for t in self.tracks if not t.active and t.signature.matches(sig)]
+        # a face lost in this very shot (an occlusion, a turn away) and found again where it was is the same
+        # person whatever its signature says; otherwise the signature decides
+        candidates = [t for t in self.tracks if not t.active and (
+            t.signature.matches(sig) or (t.shot == self.scene_cuts and iou(face.box, mesh_box(t.mesh)) >= IOU_MATCH))]
         smoother = OneEuroFilter(self.options.landmark_min_cutoff,
                                  self.options.landmark_beta / max(float(face.box[2]), 1.0)) \
             if self.options.smoothing else None
         if candidates:
             track = min(candidates, key=lambda t: t.signature.geometry_distance(sig))
             track.mesh, track.smoother, track.active, track.unconfirmed = face.landmarks, smoother, True, 0
+            track.shot = self.scene_cuts
             track.signature = track.signature.blend(sig, SIGNATURE_WEIGHT)
             return
-        self.tracks.append(Track(self.next_id, face.landmarks, sig, smoother))
+        self.tracks.append(Track(self.next_id, face.landmarks, sig, smoother, shot=self.scene_cuts))
         self.next_id += 1
 
     def _tracked(self, track: Track, time: float) -> TrackedFace:
