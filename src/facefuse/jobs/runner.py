@@ -155,7 +155,7 @@ class JobRunner:
                     self._run_video(record, fuser, interrupt)
             except FacefuseError as exc:
                 if not interrupt.is_set():
-                    self._finish(record, JobState.FAILED, error=_without_paths(exc))
+                    self._finish(record, JobState.FAILED, error=exc)
             except Exception as exc:
                 log.exception("job %s failed unexpectedly", job_id)
                 self._finish(record, JobState.FAILED, error=FacefuseError(
@@ -237,9 +237,3 @@ class JobRunner:
         self.store.progress(record.id, outcome.frames, outcome.frames, outcome.fps, 0.0)
         self._finish(record, JobState.DONE, result="result.mp4", warnings=outcome.warnings)
 
-
-def _without_paths(exc: FacefuseError) -> FacefuseError:
-    """The error as a client may see it: file paths on this server (the job folder) stay in the log."""
-    details = {k: v for k, v in exc.details.items() if k not in ("path", "output")}
-    return FacefuseError(exc.code, exc.message.replace(str(exc.details.get("path", "\0")), "the upload"), exc.hint,
-                         details)
