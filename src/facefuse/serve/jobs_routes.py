@@ -176,7 +176,8 @@ async def create_job(request: Request) -> JSONResponse:
               responses=_ERRORS)
 async def get_job(request: Request, job_id: str) -> dict[str, Any]:
     jobs = _jobs(request)
-    return job_view(request, _record(jobs, job_id), jobs)
+    # the database calls wait for a worker's write: off the event loop, so health checks never queue behind them
+    return await run_in_threadpool(lambda: job_view(request, _record(jobs, job_id), jobs))
 
 
 @jobs_api.get("/{job_id}/result", name="job_result", summary="The finished job's video, or a zip of its photos",
