@@ -26,7 +26,7 @@ def atomic_output(path: Path) -> Iterator[Path]:
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-        _fsync_dir(path.parent)
+        sync_dir(path.parent)
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -36,7 +36,15 @@ def write_atomic(path: Path, data: bytes) -> None:
         tmp.write_bytes(data)
 
 
-def _fsync_dir(folder: Path) -> None:
+def write_synced(path: Path, data: bytes) -> None:
+    """Written and flushed to disk, in place: for files inside a folder that is itself renamed into place."""
+    with open(path, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def sync_dir(folder: Path) -> None:
     """Makes the rename itself durable (POSIX); a no-op where directories cannot be opened (Windows)."""
     try:
         fd = os.open(folder, os.O_RDONLY)

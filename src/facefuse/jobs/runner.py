@@ -189,11 +189,10 @@ class JobRunner:
 
         def on_item(task: PhotoTask, output: str | None, error: FacefuseError | None) -> None:
             nonlocal done_here
-            self.store.item_finished(record.id, task.index, output, error)
             done_here += 1
             rate = done_here / max(time.monotonic() - start, 1e-6)
-            remaining = len(todo) - done_here
-            self.store.progress(record.id, finished + done_here, len(items), rate, remaining / rate)
+            self.store.item_finished(record.id, task.index, output, error, frames_done=finished + done_here, fps=rate,
+                                     eta_s=(len(todo) - done_here) / rate)
             if self.metrics is not None:
                 self.metrics.frames.labels(JobKind.PHOTOS.value).inc()
                 self.metrics.items.labels("failed" if error else "done").inc()
