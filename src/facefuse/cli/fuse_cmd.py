@@ -7,6 +7,8 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from ..fusion.engine import FusionOptions
 from ..fusion.swappers import SwapperFiles
 from ..imageio import format_for_path, output_format
@@ -18,19 +20,28 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("fuse", help="fuse a source face into a target photo",
                                  description="Fuse the source photo's face into the target photo. Every option of "
                                              "the library's FusionOptions is a flag here.")
-    parser.add_argument("--source", required=True, help="photo giving the identity and face shape")
-    parser.add_argument("--target", required=True, help="photo giving pose, expression, hair and scene")
-    parser.add_argument("--output", required=True, help="where to write the result (.png, .jpg or .webp)")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    add_model_flags(parser, FusionOptions, "fusion options")
-    add_model_flags(parser, EncodeOptions, "output")
-    add_swapper_flags(parser)
-    add_fuser_options(parser)
+    add_fusion_flags(parser, "photo giving pose, expression, hair and scene",
+                     "where to write the result (.png, .jpg or .webp)", (EncodeOptions, "output"))
     parser.set_defaults(handler=run)
 
 
+def add_fusion_flags(parser: argparse.ArgumentParser, target_help: str, output_help: str,
+                     *models: tuple[type[BaseModel], str]) -> None:
+    """The flags every fusing command has (shared with ``facefuse video``): inputs, output, ``--json``, every
+    ``FusionOptions`` field, those of ``models``, the swapper files and the runtime."""
+    parser.add_argument("--source", required=True, help="photo giving the identity and face shape")
+    parser.add_argument("--target", required=True, help=target_help)
+    parser.add_argument("--output", required=True, help=output_help)
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_model_flags(parser, FusionOptions, "fusion options")
+    for model, title in models:
+        add_model_flags(parser, model, title)
+    add_swapper_flags(parser)
+    add_fuser_options(parser)
+
+
 def add_swapper_flags(parser: argparse.ArgumentParser) -> None:
-    """``--model-path`` / ``--allow-unknown-model``, shared with ``facefuse video``."""
+    """``--model-path`` / ``--allow-unknown-model``."""
     swapper = parser.add_argument_group("swapper files")
     swapper.add_argument("--model-path", type=Path, default=None,
                          help="a local ONNX file for a swapper --engine instead of the registry's download")

@@ -12,8 +12,8 @@ from tqdm import tqdm
 from ..fusion.engine import FusionOptions
 from ..pipeline import Fuser
 from ..video import VideoOptions, VideoProgress
-from .fuse_cmd import add_swapper_flags, config_with_swapper
-from .options import add_fuser_options, add_model_flags, model_from_args
+from .fuse_cmd import add_fusion_flags, config_with_swapper
+from .options import model_from_args
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -21,17 +21,11 @@ def register(commands: argparse._SubParsersAction) -> None:
                                  description="Fuse the source photo's face into a video clip: faces are tracked, "
                                              "smoothed over time and fused frame by frame; the audio is copied "
                                              "untouched. Every photo fusion option is a flag here too.")
-    parser.add_argument("--source", required=True, help="photo giving the identity and face shape")
-    parser.add_argument("--target", required=True, help="the video clip (MP4, MOV, MKV, WebM…)")
-    parser.add_argument("--output", required=True, help="where to write the result (.mp4, .mov or .mkv)")
+    add_fusion_flags(parser, "the video clip (MP4, MOV, MKV, WebM…)",
+                     "where to write the result (.mp4, .mov or .mkv)", (VideoOptions, "video options"))
     parser.add_argument("--workdir", type=Path, default=None,
                         help="folder for the encoded segments and checkpoint: run the same command again with the "
                              "same folder to resume an interrupted run")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON (no progress bar)")
-    add_model_flags(parser, FusionOptions, "fusion options")
-    add_model_flags(parser, VideoOptions, "video options")
-    add_swapper_flags(parser)
-    add_fuser_options(parser)
     parser.set_defaults(handler=run)
 
 

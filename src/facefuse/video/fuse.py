@@ -100,9 +100,9 @@ class _Run:
         self.options, self.video, self.workdir = options, video, workdir
         self.progress, self.cancel = progress, cancel or threading.Event()
         tb = info.time_base
-        self.start_pts = info.start_pts + int(round(video.start / tb)) if video.start else None
-        self.end_pts = info.start_pts + int(round(video.end / tb)) if video.end is not None else None
-        self.segment_frames = max(1, int(round(video.segment_s * info.rate)))
+        self.start_pts = info.start_pts + round(video.start / tb) if video.start else None
+        self.end_pts = info.start_pts + round(video.end / tb) if video.end is not None else None
+        self.segment_frames = max(1, round(video.segment_s * info.rate))
         choice = "by_source" if video.match_source else options.target_face
         self.tracker = FaceTracker(fuser.analyzer, video, fuser.config.analysis.quality, choice,
                                    signature(None, prepared.face.landmarks) if prepared.face.landmarks is not None

@@ -109,7 +109,7 @@ def probe(path: Path) -> VideoInfo:
         ctx = stream.codec_context
         return VideoInfo(
             width=first.width, height=first.height, time_base=stream.time_base, rate=Fraction(rate),
-            frames=int(frames or 0), start_pts=int(first.pts or 0), rotation=int(round(first.rotation or 0)),
+            frames=int(frames or 0), start_pts=int(first.pts or 0), rotation=round(first.rotation or 0),
             pix_fmt=first.format.name, color_range=int(ctx.color_range), colorspace=int(ctx.colorspace),
             color_primaries=int(ctx.color_primaries), color_trc=int(ctx.color_trc),
             audio_streams=len(container.streams.audio))
