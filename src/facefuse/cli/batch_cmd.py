@@ -19,7 +19,8 @@ from ..fusion.engine import FusionOptions
 from ..imageio import output_format
 from ..jobs import PhotoTask, fuse_photos
 from ..pipeline import EncodeOptions, Fuser
-from .options import add_fuser_options, add_model_flags, fuser_config, model_from_args
+from .fuse_cmd import add_swapper_flags, config_with_swapper
+from .options import add_fuser_options, add_model_flags, model_from_args
 
 PHOTO_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".pgm", ".ppm"}
 
@@ -34,6 +35,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true", help="print a JSON summary instead of the progress bar")
     add_model_flags(parser, FusionOptions, "fusion options")
     add_model_flags(parser, EncodeOptions, "output")
+    add_swapper_flags(parser)
     add_fuser_options(parser)
     parser.set_defaults(handler=run)
 
@@ -61,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     options: FusionOptions = model_from_args(FusionOptions, args)
     encoding: EncodeOptions = model_from_args(EncodeOptions, args)
     fmt = output_format(encoding.output_format or "jpeg")
-    fuser = Fuser(fuser_config(args))
+    fuser = Fuser(config_with_swapper(args))
     done: list[dict[str, object]] = []
     failed: list[tuple[PhotoTask, FacefuseError]] = []
     bar = tqdm(total=len(tasks), unit="photo", desc="fusing", disable=args.json or None, file=sys.stderr)
