@@ -104,3 +104,28 @@ def test_video_job_plays_in_the_page(browser, server, faces_dir: Path, tmp_path:
         assert problems == []
     finally:
         context.close()
+
+
+def test_cancel_from_the_page_stops_the_job(browser, server, faces_dir: Path, tmp_path: Path):  # noqa: F811
+    clip = make_clip(tmp_path / "long.mp4", faces_dir, frames=120, fps=20, audio=False)
+    context, page, problems = open_page(browser, server, viewport={"width": 1280, "height": 900})
+    try:
+        page.evaluate("key => sessionStorage.setItem('facefuse-api-key', key)", KEY)
+        page.reload()
+        page.set_input_files("#source-file", str(faces_dir / "face_recognition/biden.jpg"))
+        page.set_input_files("#jobs-files", str(clip))
+        page.locator("#jobs-start").click()
+        page.wait_for_function("() => document.getElementById('jobs-text').textContent.includes('frames/s')")
+        folder = server.settings.jobs_dir / page.evaluate("() => jobs.id")  # the job the page is following
+        assert folder.is_dir()
+        page.locator("#jobs-cancel").click()
+        page.wait_for_function("() => document.getElementById('jobs-text').textContent === 'Cancelled'")
+        assert not page.locator("#jobs-cancel").is_visible() and not page.locator("#jobs-start").is_disabled()
+        for _ in range(100):  # the worker stops at its next frame, then the folder goes
+            if not folder.exists():
+                break
+            page.wait_for_timeout(100)
+        assert not folder.exists()  # the cancelled job's upload and partial output are deleted
+        assert problems == []
+    finally:
+        context.close()
