@@ -15,7 +15,6 @@ import sys
 import tempfile
 import time
 import zipfile
-from pathlib import Path
 
 import httpx
 from common import FACES, machine, percentile, write_section
@@ -118,23 +117,21 @@ def main() -> None:
         finally:
             server.stop()
     job_med, single_med = statistics.median(job_s), statistics.median(single_s)
-    lines = [
-        "## Batch jobs (`benchmarks/jobs.py`)", "",
-        f"Machine: {machine()} (shared with other work while measured: figures drift, compare within the table). "
-        f"`facefuse serve` with its defaults (one job worker); {count} photos (720p and smaller, one source), "
-        f"{rounds} interleaved round(s){' (`--quick`)' if args.quick else ''}.", "",
-        "| | median wall time | photos/s |",
-        "|---|---|---|",
-        f"| one job of {count} photos (POST → done, polled every 50 ms) | {job_med:.2f} s | {count / job_med:.2f} |",
-        f"| the same {count} photos as {count} sequential `POST /v1/fuse` | {single_med:.2f} s | "
-        f"{count / single_med:.2f} |", "",
-        f"Status polls while jobs ran (`GET /v1/jobs/{{id}}`, one keep-alive connection, {len(polls)} polls): median "
-        f"{statistics.median(polls):.1f} ms, p95 {percentile(polls, 95):.1f} ms (the job's threads and the poll share "
-        f"the 2 cores); with no job running: median {statistics.median(idle):.1f} ms.", "",
-        f"Hostile zips refused (round trip, median of 5): a 60 MB zip bomb ({len(bomb) / 1e3:.0f} kB compressed) "
-        f"→ 413 `JOB_TOO_LARGE` in {statistics.median(bomb_ms):.1f} ms; a `../` member → 400 `BAD_ARCHIVE` in "
-        f"{statistics.median(evil_ms):.1f} ms (nothing inflated, nothing written).",
-    ]
+    setup = (f"Machine: {machine()} (shared with other work while measured: figures drift, compare within the "
+             f"table). `facefuse serve` with its defaults (one job worker); {count} photos (720p and smaller, one "
+             f"source), {rounds} interleaved round(s){' (`--quick`)' if args.quick else ''}.")
+    one_by_one = (f"| the same {count} photos as {count} sequential `POST /v1/fuse` | {single_med:.2f} s | "
+                  f"{count / single_med:.2f} |")
+    polling = (f"Status polls while jobs ran (`GET /v1/jobs/{{id}}`, one keep-alive connection, {len(polls)} polls): "
+               f"median {statistics.median(polls):.1f} ms, p95 {percentile(polls, 95):.1f} ms (the job's threads "
+               f"and the poll share the 2 cores); with no job running: median {statistics.median(idle):.1f} ms.")
+    refusals = (f"Hostile zips refused (round trip, median of 5): a 60 MB zip bomb ({len(bomb) / 1e3:.0f} kB "
+                f"compressed) → 413 `JOB_TOO_LARGE` in {statistics.median(bomb_ms):.1f} ms; a `../` member → 400 "
+                f"`BAD_ARCHIVE` in {statistics.median(evil_ms):.1f} ms (nothing inflated, nothing written).")
+    lines = ["## Batch jobs (`benchmarks/jobs.py`)", "", setup, "",
+             "| | median wall time | photos/s |", "|---|---|---|",
+             f"| one job of {count} photos (POST → done, polled every 50 ms) | {job_med:.2f} s | {count / job_med:.2f} |",
+             one_by_one, "", polling, "", refusals]
     print(write_section("jobs", "\n".join(lines)).read_text())
 
 

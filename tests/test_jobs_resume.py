@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
 import av
+import httpx
 from job_helpers import make_clip, submit, wait_for
 from PIL import Image
 from serve_helpers import free_port

@@ -31,8 +31,8 @@ class IntakeLimits:
 def is_video(data: bytes) -> bool:
     """Containers PyAV reads that a photo can never start with: MP4/MOV/3GP, Matroska/WebM, AVI, MPEG-TS, FLV."""
     head = data[:12]
-    return (head[4:8] in (b"ftyp", b"moov", b"mdat", b"wide") or head.startswith(b"\x1a\x45\xdf\xa3")
-            or (head.startswith(b"RIFF") and head[8:12] == b"AVI ") or head.startswith(b"FLV\x01")
+    return (head[4:8] in (b"ftyp", b"moov", b"mdat", b"wide") or head.startswith((b"\x1a\x45\xdf\xa3", b"FLV\x01"))
+            or (head.startswith(b"RIFF") and head[8:12] == b"AVI ")
             or (len(data) > 376 and data[0] == data[188] == data[376] == 0x47))
 
 

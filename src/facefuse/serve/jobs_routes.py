@@ -28,8 +28,15 @@ from ..schema import Scope, fields_of, invalid_options
 from ..video.options import VideoOptions
 from .routes import require_key, service
 from .state import ServiceState
-from .uploads import (FuseOptionsIn, _media_type, _text_fields, _unsupported_body, fusion_request, multipart_parts,
-                      unique_fields)
+from .uploads import (
+    FuseOptionsIn,
+    _media_type,
+    _text_fields,
+    _unsupported_body,
+    fusion_request,
+    multipart_parts,
+    unique_fields,
+)
 
 _JOB_ID = re.compile(r"^[0-9a-f]{32}$")
 _VIDEO_FIELDS = tuple(fields_of(VideoOptions, Scope.REQUEST))
