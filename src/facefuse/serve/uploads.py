@@ -116,9 +116,14 @@ class _Part:
         _, params = parse_options_header(self.headers.get("content-disposition", b""))
         return params.get(b"name", b"").decode("utf-8", "replace")
 
+    @property
+    def filename(self) -> str:
+        _, params = parse_options_header(self.headers.get("content-disposition", b""))
+        return params.get(b"filename", b"").decode("utf-8", "replace")
 
-def parse_multipart(body: bytes, content_type: str) -> dict[str, bytes]:
-    """Parts of a multipart/form-data body by field name, all in memory."""
+
+def multipart_parts(body: bytes, content_type: str, max_parts: int = _MAX_PARTS) -> list[_Part]:
+    """Every part of a multipart/form-data body in order, all in memory (a field may repeat)."""
     _, params = parse_options_header(content_type)
     boundary = params.get(b"boundary")
     if not boundary:
@@ -129,8 +134,8 @@ def parse_multipart(body: bytes, content_type: str) -> dict[str, bytes]:
     finished: list[bool] = []
 
     def on_part_begin() -> None:
-        if len(parts) >= _MAX_PARTS:
-            raise FacefuseError(ErrorCode.BAD_REQUEST, f"more than {_MAX_PARTS} form fields",
+        if len(parts) >= max_parts:
+            raise FacefuseError(ErrorCode.BAD_REQUEST, f"more than {max_parts} form fields",
                                 "send only the documented fields")
         parts.append(_Part())
 
@@ -156,6 +161,11 @@ def parse_multipart(body: bytes, content_type: str) -> dict[str, bytes]:
     if not finished:
         raise FacefuseError(ErrorCode.BAD_REQUEST, "the multipart body ended before its closing boundary",
                             "the upload was cut off: send it again")
+    return parts
+
+
+def unique_fields(parts: list[_Part]) -> dict[str, bytes]:
+    """Parts by field name, refusing a field sent twice."""
     fields: dict[str, bytes] = {}
     for part in parts:
         if part.name in fields:
@@ -163,6 +173,11 @@ def parse_multipart(body: bytes, content_type: str) -> dict[str, bytes]:
                                 "send each field once", {"field": part.name})
         fields[part.name] = bytes(part.data)
     return fields
+
+
+def parse_multipart(body: bytes, content_type: str) -> dict[str, bytes]:
+    """Parts of a multipart/form-data body by field name, all in memory."""
+    return unique_fields(multipart_parts(body, content_type))
 
 
 def decode_base64(value: str, name: str) -> bytes:
