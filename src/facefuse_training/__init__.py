@@ -1,0 +1,1 @@
+"""Training code (PyTorch): never imported by the inference package."""
