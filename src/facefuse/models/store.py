@@ -25,8 +25,8 @@ import onnx
 
 from ..config import StoreConfig
 from ..errors import ErrorCode, FacefuseError
-from .registry import (PRECISIONS, DerivedSource, ModelEntry, ModelRegistry, UrlSource, WheelSource,
-                       precision_variant, variant_name)
+from .registry import (PRECISIONS, DerivedSource, ModelEntry, ModelRegistry, PackageSource, UrlSource,
+                       WheelSource, precision_variant, variant_name)
 
 _log = logging.getLogger(__name__)
 
@@ -59,7 +59,11 @@ class ModelStore:
         return self.config.home / "models"
 
     def cached_path(self, name: str) -> Path:
-        return self.cache_dir / self.registry.get(name).filename
+        """Where the verified file of ``name`` lives: the cache, or the package folder for shipped models."""
+        entry = self.registry.get(name)
+        if isinstance(entry.source, PackageSource):
+            return entry.source.path
+        return self.cache_dir / entry.filename
 
     def installed_variants(self) -> list[ModelEntry]:
         """Optimised copies `facefuse optimize --install` put in the cache (``NAME@int8``, ``NAME@fp16``)."""
@@ -122,6 +126,8 @@ class ModelStore:
         state = self.verify(name)
         if state.status in ("ok", "unverified"):
             return state.path
+        if isinstance(entry.source, PackageSource):
+            raise self._damaged_package(entry, state)
         if state.status == "corrupt":
             state.path.unlink(missing_ok=True)
         self.cache_dir.mkdir(parents=True, exist_ok=True)
@@ -252,6 +258,18 @@ class ModelStore:
             os.chmod(path, 0o644)
             os.replace(path, final)
         return final
+
+    @staticmethod
+    def _damaged_package(entry: ModelEntry, state: VerifyResult) -> FacefuseError:
+        """A shipped model is missing or altered: only reinstalling the package can repair it (no other source)."""
+        code = ErrorCode.MODEL_MISSING if state.status == "missing" else ErrorCode.MODEL_CORRUPT
+        what = "is missing from" if state.status == "missing" else "does not match its SHA-256 in"
+        return FacefuseError(
+            code,
+            f"model '{entry.name}' ({state.path}) {what} the installed facefuse package",
+            "reinstall facefuse (pip install --force-reinstall facefuse); the file ships with the package",
+            {"model": entry.name, "path": str(state.path), "sha256": state.sha256, "expected": entry.sha256},
+        )
 
     def _missing(self, entry: ModelEntry, tried: list[str], why: str) -> FacefuseError:
         return FacefuseError(

@@ -145,7 +145,8 @@ async def models(request: Request) -> dict[str, Any]:
         "detector": fuser.config.analysis.detector,
         "engine": state.settings.engine,
         "providers": fuser.runtime.providers,
-        "models": [{"name": e.name, "task": e.task.value, "licence": e.licence_note, "default": e.default,
+        "models": [{"name": e.name, "task": e.task.value, "licence": e.licence_note,
+                    "commercial_use": e.commercial_use, "default": e.default,
                     "cached": fuser.store.cached_path(e.name).exists(), "description": e.description}
                    for e in fuser.store.registry],
     }
