@@ -8,7 +8,7 @@ PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c re
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: install models run test browser bench lint clean
+.PHONY: install models run test browser bench lint clean train-restorer
 
 install: $(VENV)/.installed models
 
@@ -44,3 +44,8 @@ bench: install $(VENV)/.test-installed
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache artifacts
+
+# Our own face restorer (needs the 'train' extra; resumes from artifacts/restorer). See README "Face restorer".
+train-restorer: $(VENV)/.installed
+	$(PIP) -e '.[train]'
+	$(BIN)/facefuse train restorer --out artifacts/restorer

@@ -335,7 +335,7 @@ def test_not_ready_when_models_cannot_be_loaded(case, tmp_path, store_config, ph
     if case == "models missing offline":
         store, settings, cause = StoreConfig(home=tmp_path, mirror=None, offline=True), {}, "MODEL_MISSING"
     else:
-        store, settings, cause = store_config, {"engine": "no-such-engine"}, "INVALID_OPTION"
+        store, settings, cause = store_config, {"engines": "no-such-engine"}, "INVALID_OPTION"
     with LiveServer(store, wait_ready=False, **settings) as live, httpx.Client(base_url=live.url, timeout=60) as http:
         for _ in range(600):
             error = assert_error(http.get("/readyz"), ErrorCode.NOT_READY)

@@ -4,9 +4,40 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 from platformdirs import user_cache_dir
+
+from .errors import ErrorCode, FacefuseError
+
+
+class Precision(str, Enum):
+    """Numeric precision of a model file — the one list every stage, flag and setting uses.
+
+    FP32 is the published original; INT8 and FP16 are the variants `facefuse optimize --install` makes (stored as
+    ``NAME@int8`` / ``NAME@fp16``), and TensorRT engines are built at one of the three.
+    """
+
+    FP32 = "fp32"
+    INT8 = "int8"
+    FP16 = "fp16"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def variants(cls) -> tuple[Precision, ...]:
+        """The precisions `facefuse optimize` can make (everything but the original)."""
+        return tuple(p for p in cls if p is not cls.FP32)
+
+    @classmethod
+    def parse(cls, value: str | Precision) -> Precision:
+        try:
+            return cls(str(value).lower())
+        except ValueError:
+            raise FacefuseError(ErrorCode.INVALID_OPTION, f"unknown precision '{value}'",
+                                f"choose one of: {', '.join(p.value for p in cls)}", {"precision": str(value)}) from None
 
 
 def default_home() -> Path:
@@ -83,7 +114,7 @@ class AnalysisConfig:
     detector: str = "blazeface"
     try_rotations: bool = True
     detect_threshold: float = 0.5
-    # "fp32", or "int8"/"fp16": use the variant `facefuse optimize --install` made of each model, where one passed
-    precision: str = "fp32"
+    # FP32, or INT8/FP16: use the variant `facefuse optimize --install` made of each model, where one passed
+    precision: Precision = Precision.FP32
     quality: QualityConfig = field(default_factory=QualityConfig)
     limits: ImageLimits = field(default_factory=ImageLimits)

@@ -14,10 +14,7 @@ from pydantic import ValidationError
 
 from ..errors import ErrorCode, FacefuseError
 from ..serve.settings import ServeSettings
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+from .options import flag_name
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -25,8 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     for name, info in ServeSettings.model_fields.items():
         default = info.get_default(call_default_factory=True)
-        shown = "(none)" if default in (None, "", []) else default
-        parser.add_argument(_flag(name), dest=name, default=None, metavar=name.upper(),
+        shown = "(none)" if default in (None, "", []) else ",".join(default) if isinstance(default, list) else default
+        parser.add_argument(flag_name(name), dest=name, default=None, metavar=name.upper(),
                             help=f"{info.description} [env FACEFUSE_{name.upper()}; default {shown}]")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.set_defaults(handler=run)
@@ -40,7 +37,7 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
     except ValidationError as exc:
         first = exc.errors()[0]
         name = str(first["loc"][0]) if first["loc"] else "settings"
-        raise FacefuseError(ErrorCode.INVALID_OPTION, f"{_flag(name)} / FACEFUSE_{name.upper()}: {first['msg']}",
+        raise FacefuseError(ErrorCode.INVALID_OPTION, f"{flag_name(name)} / FACEFUSE_{name.upper()}: {first['msg']}",
                             "see `facefuse serve --help`", {"option": name}) from None
 
 

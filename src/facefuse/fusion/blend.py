@@ -19,7 +19,6 @@ import numpy as np
 from .engine import FusionOptions, RenderedFace
 
 PYRAMID_LEVELS = 5
-BLEND_MODES = ("multiband", "poisson")
 CONTRAST_LIMITS = (0.8, 1.25)  # the most colour matching may shrink or stretch the face's contrast, locally
 LIGHTING_SIGMA_FRACTION = 1 / 8  # of the crop size: broad shading only, never features such as brows or a beard
 LIGHTING_STRENGTH = 0.7

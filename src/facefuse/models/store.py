@@ -23,10 +23,10 @@ from pathlib import Path
 
 import onnx
 
-from ..config import StoreConfig
+from ..config import Precision, StoreConfig
 from ..errors import ErrorCode, FacefuseError
-from .registry import (PRECISIONS, DerivedSource, ModelEntry, ModelRegistry, PackageSource, UrlSource,
-                       WheelSource, precision_variant, variant_name)
+from .registry import (DerivedSource, ModelEntry, ModelRegistry, PackageSource, UrlSource, WheelSource,
+                       precision_variant, variant_name)
 
 _log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class ModelStore:
         """Optimised copies `facefuse optimize --install` put in the cache (``NAME@int8``, ``NAME@fp16``)."""
         found = []
         for entry in [e for e in self.registry if "@" not in e.name]:
-            for precision in PRECISIONS[1:]:
+            for precision in Precision.variants():
                 if (self.cache_dir / precision_variant(entry, precision).filename).is_file():
                     found.append(self.registry.get(f"{entry.name}@{precision}"))
         return found
@@ -104,15 +104,13 @@ class ModelStore:
         sidecar = path.with_name(path.name + ".sha256")
         return sidecar.read_text().split()[0] if sidecar.is_file() else None
 
-    def ensure_precision(self, name: str, precision: str) -> Path:
+    def ensure_precision(self, name: str, precision: str | Precision) -> Path:
         """The ``precision`` variant of ``name`` when it was made here (and passed its report), else the FP32 file.
 
         Why a fallback and not an error: a variant is only installed when it passed its quality report, so a
         model whose variant failed (or was never made) keeps running at full precision.
         """
-        if precision not in PRECISIONS:
-            raise FacefuseError(ErrorCode.INVALID_OPTION, f"unknown precision '{precision}'",
-                                f"choose one of: {', '.join(PRECISIONS)}", {"precision": precision})
+        precision = Precision.parse(precision)
         variant = variant_name(name, precision)
         if variant != name and self.is_cached(variant):
             return self.ensure(variant)

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import onnx
 
+from ..config import Precision
 from ..errors import ErrorCode, FacefuseError
 from ..models import sha256_of
 
 _log = logging.getLogger(__name__)
 
-TRT_PRECISIONS = ("fp32", "fp16", "int8")
 DEFAULT_WORKSPACE_MB = 256
 
 
@@ -60,14 +60,12 @@ class InputProfile:
 
 @dataclass(frozen=True)
 class TrtBuildConfig:
-    precision: str = "fp16"
+    precision: Precision = Precision.FP16
     workspace_mb: int = DEFAULT_WORKSPACE_MB
     profiles: tuple[InputProfile, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.precision not in TRT_PRECISIONS:
-            raise FacefuseError(ErrorCode.INVALID_OPTION, f"unknown TensorRT precision '{self.precision}'",
-                                f"choose one of: {', '.join(TRT_PRECISIONS)}", {})
+        object.__setattr__(self, "precision", Precision.parse(self.precision))
         if self.workspace_mb < 16:
             raise FacefuseError(ErrorCode.INVALID_OPTION, f"workspace of {self.workspace_mb} MB is too small",
                                 "use at least 16 MB (default 256)", {})

@@ -17,7 +17,7 @@ from pathlib import Path
 import onnx
 
 from ..analysis.analyzer import FaceAnalyzer
-from ..config import AnalysisConfig, RuntimeConfig
+from ..config import AnalysisConfig, Precision, RuntimeConfig
 from ..errors import ErrorCode, FacefuseError
 from ..fusion.swappers import SWAPPERS
 from ..models import ModelStore, sha256_of
@@ -29,14 +29,13 @@ from .fp16 import convert_fp16
 from .quantize import Int8Options, check_excluded, quantize_int8
 from .report import QualityReport, compare, paired_latency_ms
 
-PRECISIONS = ("int8", "fp16")
 HOLDOUT_EVERY = 5
 
 
 @dataclass(frozen=True)
 class OptimizeRequest:
     model: str
-    precision: str
+    precision: Precision
     output: Path | None = None
     calibration: Path | None = None
     holdout: Path | None = None
@@ -100,9 +99,10 @@ def split_photos(request: OptimizeRequest) -> tuple[list[Path], list[Path]]:
 
 def optimize_model(request: OptimizeRequest, store: ModelStore, runtime_config: RuntimeConfig | None = None,
                    analysis: AnalysisConfig | None = None) -> QualityReport:
-    if request.precision not in PRECISIONS:
-        raise FacefuseError(ErrorCode.INVALID_OPTION, f"unknown precision '{request.precision}'",
-                            f"choose one of: {', '.join(PRECISIONS)}", {"precision": request.precision})
+    if Precision.parse(request.precision) not in Precision.variants():
+        raise FacefuseError(ErrorCode.INVALID_OPTION, f"cannot make a {request.precision} copy",
+                            f"choose one of: {', '.join(p.value for p in Precision.variants())}",
+                            {"precision": str(request.precision)})
     if request.precision == "int8" and request.calibration is None:
         raise FacefuseError(ErrorCode.INVALID_OPTION, "INT8 needs calibration photos",
                             "pass --calibration DIR with photos of faces (20 or more)", {})

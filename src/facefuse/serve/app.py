@@ -10,6 +10,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import version
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
@@ -24,7 +25,7 @@ from .batcher import Batcher
 from .http_errors import install_error_handlers
 from .metrics import ServiceMetrics
 from .middleware import RequestContext
-from .routes import api, ops
+from .routes import api, fuse_request_body, ops
 from .settings import ServeSettings
 from .state import ServiceState
 from .web import WEB_DIR
@@ -61,6 +62,19 @@ def _serve_docs_offline(app: FastAPI) -> None:
                                    swagger_favicon_url="/docs-assets/favicon-32x32.png")
 
 
+def _openapi_for(app: FastAPI, state: ServiceState) -> None:
+    """The OpenAPI document shows this server's option defaults and engines (the routes' own decoration shows the
+    library's), so a generated client and /docs offer exactly what this server accepts."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            build()["paths"]["/v1/fuse"]["post"].update(fuse_request_body(state.fuse_models))
+        return app.openapi_schema or {}
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def create_app(settings: ServeSettings | None = None, *, store: StoreConfig | None = None) -> FastAPI:
     settings = settings or ServeSettings()
     metrics = ServiceMetrics(settings.max_batch)
@@ -82,6 +96,7 @@ def create_app(settings: ServeSettings | None = None, *, store: StoreConfig | No
                   description="Offline face fusion. Results are AI-generated and labelled as such; "
                               "fusing someone's face needs their consent.")
     app.state.service = state
+    _openapi_for(app, state)
     install_error_handlers(app)
     app.include_router(api)
     app.include_router(ops)

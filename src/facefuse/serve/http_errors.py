@@ -8,8 +8,6 @@ answer whose body names the request id, never a traceback.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -18,6 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from ..errors import ErrorCode, FacefuseError
+from ..schema import validation_problems
 from .batcher import ClientGone
 
 log = logging.getLogger("facefuse.serve")
@@ -25,11 +24,6 @@ log = logging.getLogger("facefuse.serve")
 CLIENT_CLOSED = 499  # nginx's convention: the client went away before its answer; only the metrics see it
 
 _FRAMEWORK_CODES = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED, 401: ErrorCode.UNAUTHORIZED}
-
-
-def validation_problems(errors: Sequence[Any]) -> list[dict[str, str]]:
-    """pydantic's error list as field → problem pairs a client can show next to its form fields."""
-    return [{"field": ".".join(str(p) for p in e["loc"]), "problem": str(e["msg"])} for e in errors]
 
 
 def error_response(exc: FacefuseError, request_id: str | None = None) -> JSONResponse:

@@ -11,12 +11,11 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from ..analysis.select import parse_face_choice, select_faces
+from ..analysis.select import select_faces
 from ..analysis.types import ImageAnalysis
 from ..errors import ErrorCode, FacefuseError
-from ..fusion.engine import FusionOptions
 from ..imageio import MEDIA_TYPES, output_format
-from ..pipeline import FusionResult, validate_options
+from ..pipeline import FusionResult
 from .negotiation import image_format_wanted
 from .state import ServiceState
 from .uploads import DetectJSON, FuseJSON, FuseOptionsIn, parse_detect, parse_fuse, read_body
@@ -56,6 +55,15 @@ def _multipart_or_json(files: dict[str, str], json_model: type[Any], form_model:
     }}}
 
 
+_FUSE_FILES = {"source": "identity photo", "target": "pose/scene photo"}
+
+
+def fuse_request_body(models: tuple[type[Any], type[Any]]) -> dict[str, Any]:
+    """OpenAPI request body of ``POST /v1/fuse`` for an app's (form, JSON) request models."""
+    form, json_model = models
+    return _multipart_or_json(_FUSE_FILES, json_model, form)
+
+
 async def _disconnect(request: Request) -> None:
     """Returns when the client has gone (the body is already read, so the next ASGI message is the disconnect)."""
     while (await request.receive())["type"] != "http.disconnect":
@@ -67,8 +75,7 @@ def _server_timing(timings_ms: dict[str, float]) -> str:
 
 
 @api.post("/fuse", summary="Fuse the source face into the target photo",
-          openapi_extra=_multipart_or_json({"source": "identity photo", "target": "pose/scene photo"},
-                                           FuseJSON, FuseOptionsIn),
+          openapi_extra=fuse_request_body((FuseOptionsIn, FuseJSON)),
           responses={200: {"content": {"image/jpeg": {}, "image/png": {}, "image/webp": {}},
                            "description": "the image when Accept names an image type, else JSON"}})
 async def fuse(request: Request) -> Response:
@@ -76,19 +83,15 @@ async def fuse(request: Request) -> Response:
     fuser, batcher = state.require_ready()
     deadline = time.monotonic() + state.settings.deadline_s
     body = await read_body(request, state.settings.max_body_bytes)
-    upload = await run_in_threadpool(parse_fuse, request, body)  # a large JSON body must not stall the loop
-    given = upload.options
-    options = FusionOptions(profile_degree=given.profile_degree, feature_degree=given.feature_degree,
-                            target_face=parse_face_choice(given.target_face), visible_label=given.visible_label,
-                            engine=given.engine or state.settings.engine)
-    validate_options(options)
+    # a large JSON body must not stall the loop
+    upload = await run_in_threadpool(parse_fuse, request, body, state.fuse_models, state.defaults)
     as_image, accepted_format = image_format_wanted(request.headers.get("accept", ""))
-    fmt = output_format(given.output_format or accepted_format or "jpeg")
+    fmt = output_format(upload.encoding.output_format or accepted_format or "jpeg")
 
     def work() -> tuple[FusionResult, bytes, float]:
-        result = fuser.fuse(upload.source, upload.target, options)
+        result = fuser.fuse(upload.source, upload.target, upload.options)
         start = time.perf_counter()
-        data = result.encode(fmt, given.quality)
+        data = result.encode(fmt, upload.encoding.quality)
         return result, data, (time.perf_counter() - start) * 1000
 
     outcome = await batcher.run(work, deadline=deadline, disconnected=lambda: _disconnect(request))
@@ -143,13 +146,22 @@ async def models(request: Request) -> dict[str, Any]:
     fuser, _ = state.require_ready()
     return {
         "detector": fuser.config.analysis.detector,
-        "engine": state.settings.engine,
+        "engine": state.settings.engines[0],
+        "engines": state.settings.engines,
         "providers": fuser.runtime.providers,
         "models": [{"name": e.name, "task": e.task.value, "licence": e.licence_note,
                     "commercial_use": e.commercial_use, "default": e.default,
                     "cached": fuser.store.cached_path(e.name).exists(), "description": e.description}
                    for e in fuser.store.registry],
     }
+
+
+@ops.get("/v1/options", summary="The fusion options a request may set, as JSON Schema (what the web page's "
+                                 "controls are built from)", tags=["fusion"])
+async def options(request: Request) -> dict[str, Any]:
+    state = service(request)
+    form, _ = state.fuse_models
+    return {"schema": form.model_json_schema(), "engines": state.settings.engines}
 
 
 @ops.get("/healthz", summary="The process is up")

@@ -7,22 +7,28 @@ validated before the server binds, so a typo in ``FACEFUSE_PORT`` fails at start
 from __future__ import annotations
 
 import os
-from typing import Annotated, Literal
+from dataclasses import replace
+from typing import Annotated, Any
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, create_model, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from ..config import AnalysisConfig, ImageLimits, RuntimeConfig, StoreConfig
+from ..config import AnalysisConfig, ImageLimits, Precision, RuntimeConfig, StoreConfig
 from ..fusion.engine import FusionOptions
 from ..pipeline import FuserConfig
+from ..schema import Scope, fields_of
 
 
 def _cores() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
-class ServeSettings(BaseSettings):
-    """Everything ``facefuse serve`` can be told; each field is also ``FACEFUSE_<NAME>`` in the environment."""
+class _Settings(BaseSettings):
+    """Everything ``facefuse serve`` can be told; each field is also ``FACEFUSE_<NAME>`` in the environment.
+
+    The operator-scope fusion options (:class:`~facefuse.fusion.engine.FusionOptions` fields declared with
+    ``scope=Scope.OPERATOR``, such as ``crop_size``) are added to this class as settings of their own below.
+    """
 
     model_config = SettingsConfigDict(env_prefix="FACEFUSE_", extra="ignore", frozen=True)
 
@@ -42,10 +48,16 @@ class ServeSettings(BaseSettings):
     max_image_mb: float = Field(12.0, gt=0, description="largest single image after base64 decoding")
     max_pixels: int = Field(25_000_000, gt=0, description="largest image in pixels (checked from the header)")
     detector: str = Field(AnalysisConfig.detector, description="face detector used by the service")
-    engine: str = Field(FusionOptions.engine, description="fusion engine: mesh, or a neural swapper whose model is "
-                                                          "installed (see `facefuse models list`)")
+    engines: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: [FusionOptions().engine],
+        description="comma-separated fusion engines loaded at start (mesh, or swappers whose models are installed, "
+                    "see `facefuse models list`); requests may name only these, the first is the default")
+    allow_noncommercial_models: bool = Field(
+        default_factory=lambda: StoreConfig().allow_noncommercial_models,
+        description="allow models licensed for non-commercial use only (false: such stages use their classic method "
+                    "or are refused)")
     providers: str = Field("", description="comma-separated ONNX Runtime providers in order of preference")
-    precision: Literal["fp32", "int8", "fp16"] = Field(
+    precision: Precision = Field(
         AnalysisConfig.precision, description="use the INT8/FP16 model variants `facefuse optimize --install` made "
                                               "(FP32 where none passed)")
     batch_window_ms: float = Field(0.0, ge=0, le=100,
@@ -54,12 +66,25 @@ class ServeSettings(BaseSettings):
     analysis_cache_mb: int = Field(64, ge=0, description="decoded photos whose face analysis is kept, keyed by "
                                                          "content, so reused templates skip detection (0: off)")
 
-    @field_validator("cors_origin", mode="before")
+    @field_validator("cors_origin", "engines", mode="before")
     @classmethod
-    def _split_origins(cls, value: object) -> object:
+    def _split_list(cls, value: object) -> object:
         if isinstance(value, str):
-            return [origin.strip() for origin in value.split(",") if origin.strip()]
+            return [item.strip() for item in value.split(",") if item.strip()]
         return value
+
+    @field_validator("engines")
+    @classmethod
+    def _some_engine(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("name at least one engine")
+        return list(dict.fromkeys(value))
+
+    def fusion_defaults(self) -> FusionOptions:
+        """The options a request starts from: the library's, the first loaded engine, and the operator-scope options
+        (e.g. ``crop_size``) this server was started with."""
+        return FusionOptions(engine=self.engines[0],
+                             **{name: getattr(self, name) for name in fields_of(FusionOptions, Scope.OPERATOR)})
 
     @property
     def max_body_bytes(self) -> int:
@@ -76,9 +101,19 @@ class ServeSettings(BaseSettings):
         """The library configuration: ONNX Runtime threads are split across ``workers`` so they don't oversubscribe."""
         providers = tuple(p for p in self.providers.split(",") if p.strip()) or None
         return FuserConfig(
-            store=store or StoreConfig(),
+            store=replace(store or StoreConfig(), allow_noncommercial_models=self.allow_noncommercial_models),
             runtime=RuntimeConfig(providers=providers, concurrency=self.workers, batch_window_ms=self.batch_window_ms,
                                   batch_max=self.max_batch),
             analysis=AnalysisConfig(detector=self.detector, precision=self.precision, limits=self.image_limits()),
             analysis_cache_mb=self.analysis_cache_mb,
         )
+
+
+def _with_operator_options(base: type[_Settings]) -> Any:
+    """``base`` plus one setting per operator-scope fusion option, with that option's type, range and help."""
+    extra: dict[str, Any] = {name: (info.annotation, info)
+                             for name, info in fields_of(FusionOptions, Scope.OPERATOR).items()}
+    return create_model("ServeSettings", __base__=base, __module__=__name__, __doc__=base.__doc__, **extra)
+
+
+ServeSettings = _with_operator_options(_Settings)

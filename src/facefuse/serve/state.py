@@ -12,13 +12,16 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+from pydantic import BaseModel
 
 from ..config import StoreConfig
 from ..errors import ErrorCode, FacefuseError
+from ..fusion.engine import FusionOptions
 from ..pipeline import Fuser
 from .batcher import Batcher
 from .metrics import ServiceMetrics
 from .settings import ServeSettings
+from .uploads import fuse_request_models
 
 log = logging.getLogger("facefuse.serve")
 
@@ -28,11 +31,17 @@ class ServiceState:
     settings: ServeSettings
     store: StoreConfig
     metrics: ServiceMetrics
+    defaults: FusionOptions = field(init=False)  # what a request's options start from
+    fuse_models: tuple[type[BaseModel], type[BaseModel]] = field(init=False)  # (form, JSON) of POST /v1/fuse
     batcher: Batcher | None = None
     fuser: Fuser | None = None
     load_error: FacefuseError | None = None
     created: float = field(default_factory=time.monotonic)
     ready_after_s: float | None = None
+
+    def __post_init__(self) -> None:
+        self.defaults = self.settings.fusion_defaults()
+        self.fuse_models = fuse_request_models(self.defaults, self.settings.engines)
 
     def load_models(self) -> None:
         """Build the Fuser and its engine, and run the detector once so the first request does not pay for it."""
@@ -40,9 +49,10 @@ class ServiceState:
             start = time.perf_counter()
             fuser = Fuser(self.settings.fuser_config(self.store))
             self._timed("analyzer", start)
-            start = time.perf_counter()
-            fuser.engine(self.settings.engine)
-            self._timed(f"engine_{self.settings.engine}", start)
+            for engine in self.settings.engines:  # only these: a request can never make the server load a model
+                start = time.perf_counter()
+                fuser.engine(engine)
+                self._timed(f"engine_{engine}", start)
             start = time.perf_counter()
             fuser.analyzer.analyze(np.full((192, 192, 3), 128, np.uint8))
             self._timed("warmup", start)

@@ -1,5 +1,5 @@
 """Reading request bodies safely: a byte limit enforced while the body streams in, multipart parsed in memory,
-base64 JSON decoded strictly, and options validated into typed values.
+base64 JSON decoded strictly, and options validated once into the library's own option objects.
 
 Why not Starlette's form parser: it spools file parts over 1 MB to a temporary file, and uploads must never touch
 the disk. python-multipart (the parser Starlette itself uses) is driven directly here with in-memory callbacks.
@@ -11,10 +11,12 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Sequence
+from copy import copy
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from python_multipart import MultipartParser
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import parse_options_header
@@ -22,11 +24,11 @@ from starlette.requests import Request
 
 from ..errors import ErrorCode, FacefuseError
 from ..fusion.engine import FusionOptions
-from .http_errors import validation_problems
+from ..pipeline import EncodeOptions
+from ..schema import Scope, fields_of, invalid_options
 
 _MAX_PARTS = 16
 _MAX_TEXT_FIELD = 4096
-_DEFAULTS = FusionOptions()
 
 
 def _body_too_large(size: int, limit: int) -> FacefuseError:
@@ -123,30 +125,48 @@ def decode_base64(value: str, name: str) -> bytes:
                             "send the image file's bytes encoded as standard base64", {"field": name}) from None
 
 
-OutputFormat = Literal["jpeg", "jpg", "png", "webp"]
-
-
-class FuseOptionsIn(BaseModel):
-    """Options of ``POST /v1/fuse``, the same in a form and in JSON (defaults are the library's)."""
-
+class _RequestModel(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
-    profile_degree: float = Field(_DEFAULTS.profile_degree, ge=0, le=100, allow_inf_nan=False,
-                                  description="0 keeps the target's face shape, 100 takes the source's")
-    feature_degree: float = Field(_DEFAULTS.feature_degree, ge=0, le=100, allow_inf_nan=False,
-                                  description="0 keeps the target's features and skin, 100 takes the source's")
-    target_face: str = Field(str(_DEFAULTS.target_face), max_length=16,
-                             description="'largest', 'all' or a face index counted from 0, left to right")
-    output_format: OutputFormat | None = Field(None, description="image format; default: from Accept, else jpeg")
-    quality: int = Field(92, ge=1, le=100, description="JPEG/WebP quality")
-    visible_label: bool = Field(True, description="draw the visible 'AI-generated' tag (metadata label is always on)")
-    engine: str | None = Field(None, max_length=40,
-                               description="fusion engine: 'mesh' or an installed swapper; default: the server's")
+
+def fuse_request_models(defaults: FusionOptions | None = None,
+                        engines: Sequence[str] | None = None) -> tuple[type[BaseModel], type[BaseModel]]:
+    """The fields of ``POST /v1/fuse`` as (form model, JSON model), derived from the request-scope fields of
+    :class:`~facefuse.fusion.engine.FusionOptions` and the fields of :class:`~facefuse.pipeline.EncodeOptions`.
+
+    ``defaults`` are the server's (its engine and operator-scope options); ``engines`` limits ``engine`` to the ones
+    the operator loaded, so naming any other is a 400 before any work is queued. The JSON model adds the two photos
+    as base64 strings; the form model is what multipart text fields are checked against (the photos are file parts).
+    """
+    defaults = defaults or FusionOptions()
+    fields: dict[str, Any] = {}
+    for name, info in fields_of(FusionOptions, Scope.REQUEST).items():
+        field = copy(info)
+        field.default = getattr(defaults, name)
+        annotation = Literal[tuple(engines)] if name == "engine" and engines else info.annotation
+        fields[name] = (annotation, field)
+    fields.update({name: (info.annotation, info) for name, info in fields_of(EncodeOptions).items()})
+    form = create_model("FuseOptionsIn", __base__=_RequestModel, __module__=__name__, **fields,
+                        __doc__="Options of ``POST /v1/fuse``, the same in a form and in JSON.")
+    json_model = create_model(
+        "FuseJSON", __base__=form, __module__=__name__,
+        source=(str, Field(description="source photo (identity), base64 or a data: URL")),
+        target=(str, Field(description="target photo (pose, expression, scene), base64 or a data: URL")))
+    return form, json_model
 
 
-class FuseJSON(FuseOptionsIn):
-    source: str = Field(description="source photo (identity), base64 or a data: URL")
-    target: str = Field(description="target photo (pose, expression, scene), base64 or a data: URL")
+# With the library's defaults and any engine name: what the module-level OpenAPI of the routes shows and what a
+# client generator can import; each app builds its own pair from its settings (ServiceState.fuse_models).
+FuseOptionsIn, FuseJSON = fuse_request_models()
+
+
+def fusion_request(given: BaseModel, defaults: FusionOptions) -> tuple[FusionOptions, EncodeOptions]:
+    """Split a validated request into the fusion options (the server's defaults updated with the request's fields)
+    and the encoding; both were checked by the request model, so nothing is validated a second time."""
+    values = given.model_dump()
+    options = defaults.model_copy(update={name: values[name] for name in fields_of(FusionOptions, Scope.REQUEST)})
+    encoding = EncodeOptions.model_construct(**{name: values[name] for name in fields_of(EncodeOptions)})
+    return options, encoding
 
 
 class DetectJSON(BaseModel):
@@ -160,21 +180,14 @@ class DetectJSON(BaseModel):
 class FuseInput:
     source: bytes
     target: bytes
-    options: FuseOptionsIn
+    options: FusionOptions
+    encoding: EncodeOptions
 
 
 @dataclass(frozen=True)
 class DetectInput:
     image: bytes
     role: str
-
-
-def _invalid(exc: ValidationError) -> FacefuseError:
-    first = exc.errors()[0]
-    name = ".".join(str(p) for p in first["loc"]) or "body"
-    code = ErrorCode.BAD_REQUEST if first["type"] == "missing" else ErrorCode.INVALID_OPTION
-    return FacefuseError(code, f"'{name}': {first['msg']}", "see /docs for the fields and their ranges",
-                         {"problems": validation_problems(exc.errors())})
 
 
 def _json_object(body: bytes) -> dict[str, Any]:
@@ -219,20 +232,26 @@ def _unsupported_body(media_type: str) -> FacefuseError:
                          "send multipart/form-data or application/json", {"content_type": media_type})
 
 
-def parse_fuse(request: Request, body: bytes) -> FuseInput:
+def parse_fuse(request: Request, body: bytes, models: tuple[type[BaseModel], type[BaseModel]],
+               defaults: FusionOptions) -> FuseInput:
+    """``models`` are the app's (form, JSON) request models, ``defaults`` its fusion defaults."""
+    form_model, json_model = models
     media_type = _media_type(request)
     try:
         if media_type == "multipart/form-data":
             fields = parse_multipart(body, request.headers["content-type"])
             _require_files(fields, ("source", "target"))
-            options = FuseOptionsIn.model_validate(_text_fields(fields, ("source", "target")))
-            return FuseInput(fields["source"], fields["target"], options)
-        if media_type == "application/json":
-            data = FuseJSON.model_validate(_json_object(body))
-            return FuseInput(decode_base64(data.source, "source"), decode_base64(data.target, "target"), data)
+            given = form_model.model_validate(_text_fields(fields, ("source", "target")))
+            source, target = fields["source"], fields["target"]
+        elif media_type == "application/json":
+            given = json_model.model_validate(_json_object(body))
+            source = decode_base64(given.source, "source")  # type: ignore[attr-defined]
+            target = decode_base64(given.target, "target")  # type: ignore[attr-defined]
+        else:
+            raise _unsupported_body(media_type)
     except ValidationError as exc:
-        raise _invalid(exc) from None
-    raise _unsupported_body(media_type)
+        raise invalid_options(exc, json_model) from None
+    return FuseInput(source, target, *fusion_request(given, defaults))
 
 
 def parse_detect(request: Request, body: bytes) -> DetectInput:
@@ -248,5 +267,5 @@ def parse_detect(request: Request, body: bytes) -> DetectInput:
             data = DetectJSON.model_validate(_json_object(body))
             return DetectInput(decode_base64(data.image, "image"), data.role)
     except ValidationError as exc:
-        raise _invalid(exc) from None
+        raise invalid_options(exc, DetectJSON) from None
     raise _unsupported_body(media_type)
