@@ -1,8 +1,8 @@
 """Where the training photos are, the label caches built from them, and the seeded sample stream.
 
-Sample ``k`` of a run is a pure function of ``(seed, k)``: which photo, which scene and which occluders. So a run
-resumed from a checkpoint at step ``s`` sees exactly the samples the uninterrupted run would have seen, whatever
-the number of data-loading workers.
+Batch ``s`` of a run is a pure function of ``(seed, s)`` (:func:`~..common.seeding.step_rng`): which photos, which
+scenes and which occluders. So a run resumed from a checkpoint at step ``s`` sees exactly the samples the
+uninterrupted run would have seen.
 """
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
-from torch.utils.data import Dataset
 
+from ..common.data import in_holdout, list_utkface
 from . import labels as L
 from .synth import compose
 
@@ -47,10 +46,14 @@ def label_sets(config: DataConfig, progress=None) -> tuple[L.LabelSet, L.LabelSe
     """(train, held-out) label sets, built once and cached as compressed .npz files."""
     utk = config.cache_file("utkface")
     if not utk.is_file():
-        paths = L.list_photos(config.shared / "train/utkface/images", config.limit, config.seed)
+        split = list_utkface(config.shared / "train/utkface")
+        paths = sorted(split.train + split.holdout)
+        if config.limit is not None and config.limit < len(paths):
+            picked = np.random.default_rng(config.seed).choice(len(paths), config.limit, replace=False)
+            paths = [paths[i] for i in sorted(picked)]
         L.build_cache(paths, utk, progress(paths, "labelling UTKFace") if progress else None)
     data = L.load_cache(utk)
-    held = np.array([L.is_held_out(Path(str(n))) for n in data.names])
+    held = np.array([in_holdout(str(n)) for n in data.names])
     train, test = data.subset(~held), data.subset(held)
     if config.scenes:
         scenes = config.cache_file("scenes")
@@ -66,40 +69,30 @@ def concat(a: L.LabelSet, b: L.LabelSet) -> L.LabelSet:
         (a.images, a.valid, a.labels, a.mesh, a.names), (b.images, b.valid, b.labels, b.mesh, b.names))))
 
 
-class SyntheticStream(Dataset):
-    """Item ``k`` is synthetic sample ``k`` of the run seeded ``seed``: (image [3,S,S] float 0..1, labels [S,S]).
+def batch_at(data: L.LabelSet, weights: np.ndarray, seed: int, step: int, batch: int, window: int = L.SIZE):
+    """Training batch of ``step``: ``batch`` composed samples, as ([B,3,W,W] float 0..1, [B,W,W] int64 labels).
 
-    Samples of the first ``crop_until`` items are random ``crop``-pixel windows of the composed 128 px sample:
-    the network is fully convolutional and the face keeps its scale, so this costs nothing in what it learns
-    about scale and saves ~45 % of the compute per sample on these small CPUs; the rest are whole 128 px crops
-    (the contract's input), so the last steps see the borders and the whole layout.
+    A ``window`` below 128 takes a random window of each composed sample: the network is fully convolutional and
+    the face keeps its scale, so this saves ~45 % of the compute per sample on these small CPUs at no cost in
+    what it learns about scale; the last steps use whole crops (the contract's input) for the borders and layout.
     """
+    import torch  # here, not at the top: the benchmark reads the label caches without PyTorch
 
-    def __init__(self, data: L.LabelSet, seed: int, scene_share: float = 0.1, crop: int = L.SIZE,
-                 crop_until: int = 0) -> None:
-        self.data = data
-        self.seed = seed
-        self.crop = crop
-        self.crop_until = crop_until
-        scene = np.array([v.all() for v in data.valid])
-        # real scenes are few; sample them more often than their count so their backgrounds are learned
-        weights = np.where(scene, scene_share / max(scene.sum(), 1), (1 - scene_share) / max((~scene).sum(), 1))
-        self.weights = weights / weights.sum() if scene.any() else np.full(len(data), 1 / len(data))
+    from ..common.seeding import step_rng
 
-    def __len__(self) -> int:
-        return 1 << 40
-
-    def __getitem__(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-        rng = np.random.default_rng((self.seed, k))
-        index = int(rng.choice(len(self.data), p=self.weights))
-        image, labels = compose(rng, self.data, index)
-        if k < self.crop_until and self.crop < L.SIZE:
-            y, x = rng.integers(0, L.SIZE - self.crop + 1, 2)
-            image, labels = image[y:y + self.crop, x:x + self.crop], labels[y:y + self.crop, x:x + self.crop]
-        return to_tensor(image), torch.from_numpy(labels.astype(np.int64))
+    rng = step_rng(seed, step)
+    images, labels = [], []
+    for _ in range(batch):
+        image, label = compose(rng, data, int(rng.choice(len(data), p=weights)))
+        y, x = rng.integers(0, L.SIZE - window + 1, 2)
+        images.append(to_tensor(image[y:y + window, x:x + window]))
+        labels.append(torch.from_numpy(label[y:y + window, x:x + window].astype(np.int64)))
+    return torch.stack(images), torch.stack(labels)
 
 
-def to_tensor(image: np.ndarray) -> torch.Tensor:
+def to_tensor(image: np.ndarray):
+    import torch
+
     return torch.from_numpy(np.ascontiguousarray(image.transpose(2, 0, 1))).float() / 255.0
 
 

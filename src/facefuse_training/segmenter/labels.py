@@ -13,7 +13,6 @@ the strip above the forehead, the photo's own border — inside a head-shaped pr
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,14 +20,16 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from facefuse.analysis.segmentation import (BACKGROUND, BROWS, CLASSES, EYES, FACE_CLASSES, HAIR, LIPS, NOSE,
+                                            OCCLUDER, SKIN, segment_matrix)
+from facefuse.analysis.segmentation import SEGMENT_SIZE as SIZE
 from facefuse.geometry import align
 from facefuse.geometry.regions import (FACE_OVAL, LEFT_BROW, LEFT_EYE, LIPS_OUTER, RIGHT_BROW, RIGHT_EYE,
                                        polygon_mask)
 
-SIZE = 128
-CLASSES = ("background", "face skin", "brows", "eyes", "nose", "lips/mouth", "hair", "occluder")
-BACKGROUND, SKIN, BROWS, EYES, NOSE, LIPS, HAIR, OCCLUDER = range(8)
-FACE_CLASSES = (SKIN, BROWS, EYES, NOSE, LIPS)
+__all__ = ["BACKGROUND", "BROWS", "CLASSES", "EYES", "FACE_CLASSES", "HAIR", "IGNORE", "LIPS", "NOSE", "OCCLUDER",
+           "SIZE", "SKIN"]
+
 IGNORE = 255
 
 # Nose points on the 468-point mesh (bridge between the eyes, side walls, wings, tip, columella); the region is
@@ -45,13 +46,6 @@ class LabelledCrop:
     valid: np.ndarray  # (128, 128) bool: pixel lies inside the original photo
     labels: np.ndarray  # (128, 128) uint8 class index or IGNORE
     mesh: np.ndarray  # (468, 2) float32 crop coordinates
-
-
-def crop_matrix(keypoints: np.ndarray) -> np.ndarray:
-    """The pipeline's image → 128 px crop similarity (the contract of the segmenter's input)."""
-    from facefuse.fusion.mesh_engine import crop_template
-
-    return align.similarity(keypoints, crop_template(SIZE))
 
 
 def face_labels(mesh: np.ndarray) -> np.ndarray:
@@ -109,7 +103,7 @@ def hair_labels(image: np.ndarray, valid: np.ndarray, labels: np.ndarray, mesh: 
 
 def label_photo(image: np.ndarray, keypoints: np.ndarray, landmarks: np.ndarray) -> LabelledCrop:
     """The labelled 128 px crop of one analysed face."""
-    matrix = crop_matrix(keypoints)
+    matrix = segment_matrix(keypoints)
     crop = cv2.warpAffine(image, matrix, (SIZE, SIZE), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT)
     ones = np.full(image.shape[:2], 255, np.uint8)
     valid = cv2.warpAffine(ones, matrix, (SIZE, SIZE), flags=cv2.INTER_LINEAR, borderValue=0) >= 250
@@ -120,19 +114,9 @@ def label_photo(image: np.ndarray, keypoints: np.ndarray, landmarks: np.ndarray)
     return LabelledCrop(crop, valid, labels, mesh)
 
 
-def is_held_out(path: Path, share: float = 0.05) -> bool:
-    """Fixed hold-out split by a hash of the file name: stable whatever the listing order or subset."""
-    digest = hashlib.sha1(path.name.encode()).digest()
-    return int.from_bytes(digest[:4], "big") / 2**32 < share
-
-
-def list_photos(folder: Path, limit: int | None = None, seed: int = 0) -> list[Path]:
-    """Sorted photos of ``folder`` (recursively), or a seeded subset of ``limit`` of them."""
-    paths = sorted(p for p in folder.rglob("*") if p.suffix.lower() in (".jpg", ".jpeg", ".png"))
-    if limit is not None and limit < len(paths):
-        picked = np.random.default_rng(seed).choice(len(paths), limit, replace=False)
-        paths = [paths[i] for i in sorted(picked)]
-    return paths
+def list_photos(folder: Path) -> list[Path]:
+    """Sorted photos under ``folder`` (recursively)."""
+    return sorted(p for p in folder.rglob("*") if p.suffix.lower() in (".jpg", ".jpeg", ".png", ".pgm"))
 
 
 def build_cache(paths: Sequence[Path], out: Path, progress: Iterable | None = None) -> dict[str, int]:

@@ -1,54 +1,58 @@
-"""Seeded, resumable training of the face segmenter, its ONNX export and the parity check.
+"""Seeded, resumable training of the face segmenter on the shared loop, its ONNX export and the parity check.
 
-A run lives in one folder: ``checkpoint.pt`` (model, optimiser, schedule, step; written atomically every
-``checkpoint_every`` steps and at the end), ``log.jsonl`` (one line per logged step) and ``face_segmenter.onnx``.
-Starting a run whose folder holds a checkpoint continues it: with the per-sample seeding of
-:class:`~.data.SyntheticStream` and a seeded model, the resumed run takes exactly the steps the uninterrupted one
+A run lives in one folder: ``checkpoint.pt`` (written atomically by :func:`~..common.loop.train_loop`), ``log.jsonl``
+and, after export, ``face_segmenter.onnx``. Starting a run whose folder holds a checkpoint continues it; every batch
+is drawn from :func:`~..common.seeding.step_rng`, so the resumed run takes exactly the steps the uninterrupted one
 would have taken.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch.nn import functional as F
-from torch.utils.data import DataLoader
 
-from .data import SyntheticStream
-from .labels import IGNORE, LabelSet
-from .model import NUM_CLASSES, FaceSegmenter, parameter_count
+from ..common.export import check_parity, export_onnx
+from ..common.loop import LoopSpec, train_loop
+from ..common.seeding import limit_threads, seed_everything
+from .data import batch_at
+from .labels import IGNORE, SIZE, LabelSet
+from .model import NUM_CLASSES, FaceSegmenter
 
-INPUT_NAME, OUTPUT_NAME = "image", "logits"
+PARITY_TOLERANCE = 1e-4
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     out: Path
-    steps: int = 1000
+    steps: int = 1800
     batch: int = 16
     lr: float = 3e-3
     weight_decay: float = 1e-4
     warmup: int = 50
-    crop: int = 96  # training window of the first crop_share of the steps (see SyntheticStream)
-    crop_share: float = 0.75
+    crop: int = 96  # training window for the first crop_share of the steps (see data.batch_at)
+    crop_share: float = 0.7
     seed: int = 0
     widths: tuple[int, int, int, int] = (16, 32, 64, 128)
     full: int = 8
-    checkpoint_every: int = 50
-    log_every: int = 10
-    workers: int = 1
-    threads: int = 2
     dice_weight: float = 0.5
+    threads: int = 1
+    checkpoint_every_s: float = 120.0
+    progress: bool = True
+    stop_at: int | None = None  # end this call at that step, as an interruption would (resume tests)
 
     def model(self) -> FaceSegmenter:
         return FaceSegmenter(self.widths, self.full)
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.out / "checkpoint.pt"
+
+    def window(self, step: int) -> int:
+        return self.crop if step < int(self.steps * self.crop_share) else SIZE
 
 
 def loss_fn(logits: torch.Tensor, labels: torch.Tensor, dice_weight: float) -> torch.Tensor:
@@ -66,116 +70,55 @@ def loss_fn(logits: torch.Tensor, labels: torch.Tensor, dice_weight: float) -> t
     return ce + dice_weight * dice[present].mean()
 
 
-def schedule(config: TrainConfig) -> Callable[[int], float]:
-    """Linear warm-up then cosine decay to 2 % of the peak."""
-
-    def factor(step: int) -> float:
-        if step < config.warmup:
-            return (step + 1) / config.warmup
-        progress = (step - config.warmup) / max(1, config.steps - config.warmup)
-        return 0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
-
-    return factor
-
-
-def _save_atomic(obj: object, path: Path) -> None:
-    tmp = path.with_name(path.name + ".part")
-    torch.save(obj, tmp)
-    tmp.replace(path)
-
-
-def train(config: TrainConfig, data: LabelSet, progress: Callable | None = None,
-          stop_after: int | None = None) -> dict[str, float]:
-    """Train (or continue) the run in ``config.out``; ``stop_after`` ends early at that step (tests, resume)."""
-    torch.set_num_threads(config.threads)
+def train(config: TrainConfig, data: LabelSet) -> list[dict[str, float]]:
+    """Train (or continue) the run in ``config.out``; returns the loop's per-step records."""
+    limit_threads(config.threads)
     config.out.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(config.seed)
+    seed_everything(config.seed)
     model = config.model()
-    optimiser = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimiser, schedule(config))
-    checkpoint = config.out / "checkpoint.pt"
-    step, seconds = 0, 0.0
-    if checkpoint.is_file():
-        state = torch.load(checkpoint, weights_only=False)
-        model.load_state_dict(state["model"])
-        optimiser.load_state_dict(state["optimiser"])
-        scheduler.load_state_dict(state["scheduler"])
-        step, seconds = state["step"], state["seconds"]
-    end = min(config.steps, stop_after) if stop_after is not None else config.steps
-    stream = SyntheticStream(data, config.seed, crop=config.crop,
-                             crop_until=int(config.steps * config.crop_share) * config.batch)
-    loader = DataLoader(stream, batch_size=config.batch, sampler=range(step * config.batch, end * config.batch),
-                        num_workers=config.workers, persistent_workers=False)
-    model.train()
-    bar = progress(total=config.steps, initial=step, desc="segmenter") if progress else None
-    log = open(config.out / "log.jsonl", "a")
-    last: dict[str, float] = {"step": step}
-    started = time.perf_counter()
-    running = 0.0
+    weights = sampling_weights(data)
+
+    def loss_at(step: int) -> tuple[torch.Tensor, dict[str, float]]:
+        if step == config.stop_at:
+            raise Interrupted(step)
+        images, labels = batch_at(data, weights, config.seed, step, config.batch, config.window(step))
+        return loss_fn(model(images), labels, config.dice_weight), {}
+
+    spec = LoopSpec(steps=config.steps, lr=config.lr, weight_decay=config.weight_decay, warmup_steps=config.warmup,
+                    checkpoint=config.checkpoint, checkpoint_every_s=config.checkpoint_every_s,
+                    log=config.out / "log.jsonl", desc="segmenter", progress=config.progress)
     try:
-        for images, labels in loader:
-            loss = loss_fn(model(images), labels, config.dice_weight)
-            optimiser.zero_grad(set_to_none=True)
-            loss.backward()
-            optimiser.step()
-            scheduler.step()
-            step += 1
-            running = loss.item() if running == 0 else 0.9 * running + 0.1 * loss.item()
-            last = {"step": step, "loss": round(loss.item(), 5), "smoothed": round(running, 5),
-                    "lr": round(scheduler.get_last_lr()[0], 6),
-                    "seconds": round(seconds + time.perf_counter() - started, 1)}
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(loss=f"{running:.3f}")
-            if step % config.log_every == 0 or step == end:
-                log.write(json.dumps(last) + "\n")
-                log.flush()
-            if step % config.checkpoint_every == 0 or step == end:
-                _save_atomic({"model": model.state_dict(), "optimiser": optimiser.state_dict(),
-                              "scheduler": scheduler.state_dict(), "step": step, "seconds": last["seconds"],
-                              "config": {k: str(v) for k, v in asdict(config).items()}}, checkpoint)
-    finally:
-        log.close()
-        if bar is not None:
-            bar.close()
-    return last
+        return train_loop({"model": model}, model.parameters(), loss_at, spec)
+    except Interrupted:
+        return []
+
+
+class Interrupted(Exception):
+    """Raised inside the loop at ``TrainConfig.stop_at``; the last checkpoint stays as an interrupted run leaves it."""
+
+
+def sampling_weights(data: LabelSet, scene_share: float = 0.1) -> np.ndarray:
+    """Photos with a real scene around the face are few: draw them ``scene_share`` of the time, not by count."""
+    scene = np.array([v.all() for v in data.valid])
+    if not scene.any() or scene.all():
+        return np.full(len(data), 1 / len(data))
+    weights = np.where(scene, scene_share / scene.sum(), (1 - scene_share) / (~scene).sum())
+    return weights / weights.sum()
 
 
 def load_model(config: TrainConfig) -> FaceSegmenter:
     model = config.model()
-    model.load_state_dict(torch.load(config.out / "checkpoint.pt", weights_only=False)["model"])
+    state = torch.load(config.checkpoint, map_location="cpu", weights_only=True)
+    model.load_state_dict(state["modules"]["model"])
     return model.eval()
 
 
-def export_onnx(model: FaceSegmenter, path: Path) -> dict[str, float]:
-    """ONNX with a dynamic batch axis (batch norm folded by the exporter), then a parity check in ONNX Runtime."""
-    import onnx
-    import onnxruntime as ort
-
-    model = model.eval()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".part")
-    example = torch.rand(2, 3, 128, 128)
-    torch.onnx.export(model, example, str(tmp), input_names=[INPUT_NAME], output_names=[OUTPUT_NAME],
-                      dynamic_axes={INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}}, opset_version=17,
-                      do_constant_folding=True, dynamo=False)
-    graph = onnx.load(str(tmp))
-    graph.producer_name = "facefuse_training.segmenter"
-    graph.doc_string = "facefuse face segmenter: [N,3,128,128] RGB 0..1 -> [N,8,128,128] logits; non-commercial"
-    onnx.save(graph, str(tmp))
-    tmp.replace(path)
-    return parity(model, path)
-
-
-def parity(model: FaceSegmenter, path: Path, batch: int = 3) -> dict[str, float]:
-    """Largest |logit| difference between PyTorch and ONNX Runtime, and label agreement, on random crops."""
-    import onnxruntime as ort
-
-    x = torch.rand(batch, 3, 128, 128, generator=torch.Generator().manual_seed(0))
-    with torch.no_grad():
-        expected = model.eval()(x).numpy()
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    got = session.run(None, {INPUT_NAME: x.numpy()})[0]
-    return {"max_abs_diff": float(np.abs(got - expected).max()),
-            "label_agreement": float((got.argmax(1) == expected.argmax(1)).mean()),
-            "parameters": parameter_count(model), "bytes": path.stat().st_size}
+def export(model: FaceSegmenter, path: Path) -> float:
+    """Write the ONNX file (dynamic batch) and return its largest |logit| difference from PyTorch."""
+    export_onnx(model, path, torch.zeros(1, 3, SIZE, SIZE))
+    rng = np.random.default_rng(0)
+    parity = check_parity(model, path, [rng.random((1, 3, SIZE, SIZE), dtype=np.float32),
+                                        rng.random((3, 3, SIZE, SIZE), dtype=np.float32)])
+    if not parity.ok(PARITY_TOLERANCE):
+        raise AssertionError(f"ONNX differs from PyTorch by {parity.max_abs_diff:.2e} (> {PARITY_TOLERANCE})")
+    return parity.max_abs_diff
