@@ -268,7 +268,9 @@ def add_object(rng: Rng, image: np.ndarray, labels: np.ndarray, mesh: np.ndarray
     _paste(image, labels, layer, _soft(mask, rng.uniform(0.3, 1.5)), OCCLUDER)
 
 
-def add_mask(rng: Rng, image: np.ndarray, labels: np.ndarray, mesh: np.ndarray) -> None:
+def add_mask(rng: Rng, image: np.ndarray, labels: np.ndarray, mesh: np.ndarray,
+             texture: np.ndarray | None = None) -> None:
+    """A surgical mask from the nose down over the face oval; ``texture`` (RGB, any size) replaces the drawn one."""
     oval, left, right, top, bottom = _face_frame(mesh)
     nose_line = (mesh[6, 1] + mesh[4, 1]) / 2 + rng.uniform(-0.05, 0.1) * (bottom - top)
     lower = oval[oval[:, 1] > nose_line]
@@ -285,6 +287,8 @@ def add_mask(rng: Rng, image: np.ndarray, labels: np.ndarray, mesh: np.ndarray) 
     layer = _texture(rng, colour, int(rng.choice([0, 0, 1, 2])))
     ys = np.arange(SIZE, dtype=np.float32)[:, None, None]
     layer = layer * (1 - 0.12 * (np.sin(ys / rng.uniform(2.5, 4.5)) > 0.8))  # pleats
+    if texture is not None:
+        layer = cv2.resize(texture, (SIZE, SIZE), interpolation=cv2.INTER_AREA).astype(np.float32)
     for side in (left, right):  # ear loops
         cv2.line(image, (int(side), int(nose_line)), (int(side - np.sign((left + right) / 2 - side) * 8),
                                                        int(nose_line - 6)), tuple(float(v) for v in colour), 1)
