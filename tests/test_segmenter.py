@@ -125,3 +125,12 @@ def test_shipped_model_finds_a_pasted_occluder(shipped: FaceSegmenter, obama_cro
     assert iou >= OCCLUDER_FLOORS[occluder], iou
     visible_face = np.isin(labels, FACE_CLASSES)
     assert np.isin(predicted[visible_face], FACE_CLASSES).mean() >= 0.8
+
+
+def test_a_quick_model_is_never_shipped(capsys: pytest.CaptureFixture[str]) -> None:
+    from facefuse.cli import main
+
+    before = sha256_of(WEIGHTS_DIR / "face_segmenter.onnx")
+    assert main(["train", "segmenter", "--quick", "--until", "ship"]) == 2
+    assert "INVALID_OPTION" in capsys.readouterr().err
+    assert sha256_of(WEIGHTS_DIR / "face_segmenter.onnx") == before

@@ -6,6 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from facefuse.errors import ErrorCode, FacefuseError
+
 from .data import DataConfig, shared_root
 from .run import STAGES, run_chain
 from .train import TrainConfig
@@ -47,6 +49,9 @@ def quick(data: DataConfig, train: TrainConfig) -> tuple[DataConfig, TrainConfig
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.quick and args.until == "ship":
+        raise FacefuseError(ErrorCode.INVALID_OPTION, "a --quick model is never shipped",
+                            "train without --quick, then run with --until ship", {"until": args.until})
     data, train = configs_from(args)
     summary = run_chain(data, train, until=args.until)
     print(json.dumps(summary, indent=2))
