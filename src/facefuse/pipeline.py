@@ -15,6 +15,7 @@ import numpy as np
 
 from .analysis.analyzer import FaceAnalyzer
 from .analysis.cache import AnalysisCache, content_key
+from .analysis.quality import raise_first_issue
 from .analysis.select import select_faces
 from .analysis.types import Face, ImageAnalysis
 from .config import AnalysisConfig, RuntimeConfig, StoreConfig
@@ -24,6 +25,7 @@ from .fusion.engine import FusionEngine, FusionOptions
 from .fusion.swappers import SwapperFiles
 from .imageio import ImageInput, add_visible_mark, decode_image, encode_image, read_input_bytes
 from .models import ModelStore
+from .restore import RestoreConfig, RestoreStage
 from .runtime import Runtime
 from .schema import Options, option
 
@@ -35,6 +37,7 @@ class FuserConfig:
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
     swapper_files: SwapperFiles | None = None  # local files for a swapper engine (--model-path)
     analysis_cache_mb: int = 64  # decoded photos whose analysis is kept for reuse (0 turns the cache off)
+    restore: RestoreConfig = field(default_factory=RestoreConfig)
 
 
 class EncodeOptions(Options):
@@ -84,6 +87,7 @@ class Fuser:
         self.runtime = Runtime(self.config.runtime)
         self.analyzer = FaceAnalyzer(self.store, self.runtime, self.config.analysis)
         self.cache = AnalysisCache(self.config.analysis_cache_mb * 1024 * 1024)
+        self.restorer = RestoreStage(self.store, self.runtime, self.config.restore)
         self._engines: dict[str, FusionEngine] = {}
         self._lock = threading.Lock()
 
@@ -128,13 +132,21 @@ class Fuser:
         watch.lap("analyze_source")
         target_analysis = self.analyze(target, "target")
         watch.lap("analyze_target")
-        source_face = _chosen(source_analysis, options.source_face, "source", allow_all=False)[0]
-        target_faces = _chosen(target_analysis, options.target_face, "target", allow_all=True)
-        prepared = engine.prepare_source(source_analysis.image, source_face)
+        # the gate's verdict waits for the restore stage, which may fix a blurry or small face
+        source_face = _chosen(source_analysis, options.source_face, "source", allow_all=False, gate=False)[0]
+        chosen = _chosen(target_analysis, options.target_face, "target", allow_all=True, gate=False)
+        quality = self.config.analysis.quality
+        source_image, source_face, notes = self.restorer.source(source_analysis.image, source_face,
+                                                                options.restore, quality)
+        image, restored, target_notes = self.restorer.targets(target_analysis.image, chosen, options.restore,
+                                                              quality)
+        watch.lap("restore")
+        _gate([source_face], "source")
+        target_faces = _gate(restored, "target")
+        prepared = engine.prepare_source(source_image, source_face)
         watch.lap("prepare_source")
-        image = target_analysis.image
         if options.profile_degree == 0 and options.feature_degree == 0:
-            faces_out = [_face_report(f, target_analysis) for f in target_faces]
+            faces_out = [_face_report(chosen[restored.index(f)], target_analysis) for f in target_faces]
         else:
             faces_out = []
             for face in target_faces:
@@ -142,23 +154,36 @@ class Fuser:
                 watch.lap("render")
                 image = compose(image, rendered, options)
                 watch.lap("blend")
-                faces_out.append(_face_report(face, target_analysis))
+                faces_out.append(_face_report(chosen[restored.index(face)], target_analysis))
         if options.visible_label:
             image = add_visible_mark(image)
         watch.lap("label")
-        warnings = [f"skipped target face at {np.round(f.box).astype(int).tolist()}: {f.issues[0].message}"
-                    for f in target_analysis.faces if f.issues and options.target_face == "all"]
+        warnings = notes + target_notes + [
+            f"skipped target face at {np.round(f.box).astype(int).tolist()}: {f.issues[0].message}"
+            for f in restored if f.issues and options.target_face == "all"]
         timings = {**{f"source_{k}": v for k, v in source_analysis.timings_ms.items()},
                    **{f"target_{k}": v for k, v in target_analysis.timings_ms.items()}, **watch.timings}
         timings["total"] = sum(watch.timings.values())
         return FusionResult(image, faces_out, timings, warnings)
 
 
-def _chosen(analysis: ImageAnalysis, choice: str | int, role: str, *, allow_all: bool) -> list[Face]:
+def _chosen(analysis: ImageAnalysis, choice: str | int, role: str, *, allow_all: bool,
+            gate: bool = True) -> list[Face]:
     try:
-        return select_faces(analysis, choice, allow_all=allow_all)
+        return select_faces(analysis, choice, allow_all=allow_all, gate=gate)
     except FacefuseError as exc:
         raise exc.about(role) from None
+
+
+def _gate(faces: list[Face], role: str) -> list[Face]:
+    """The quality gate's verdict after restoring: the accepted faces, or the first issue as the error."""
+    accepted = [f for f in faces if f.accepted]
+    if not accepted:
+        try:
+            raise_first_issue(max(faces, key=lambda f: f.area))
+        except FacefuseError as exc:
+            raise exc.about(role) from None
+    return accepted
 
 
 def _face_report(face: Face, analysis: ImageAnalysis) -> dict[str, Any]:

@@ -197,6 +197,18 @@ _ENTRIES: tuple[ModelEntry, ...] = (
         mirror_paths=("mobilefacenet/MobileFaceNet.onnx",),
         description="128-D identity embedding; the benchmarks' independent identity judge",
     ),
+    ModelEntry(
+        name="restorer",
+        task=Task.ENHANCER,
+        filename="restorer.onnx",
+        sha256="d5f3b314ba52395bd4d51ca542db4a5c601a467549a895a0d5c262488e8e22ec",
+        size=36518,
+        source=PackageSource("restorer.onnx"),
+        licence="trained here on UTKFace (research use); card: facefuse/models/weights/restorer.md",
+        commercial_use=False,
+        input=InputContract((None, 3, None, None), "RGB", "x / 255; height and width multiples of 8"),
+        description="face restorer trained here: U-Net student, channel-pruned and feature-distilled (restore stage)",
+    ),
 )
 
 
