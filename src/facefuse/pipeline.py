@@ -138,14 +138,16 @@ class Fuser:
         quality = self.config.analysis.quality
         source_image, source_face, notes = self.restorer.source(source_analysis.image, source_face,
                                                                 options.restore, quality)
-        image, restored, target_notes = self.restorer.targets(target_analysis.image, chosen, options.restore,
-                                                              quality)
+        fusing = options.profile_degree > 0 or options.feature_degree > 0
+        # a target face is restored only when it is fused: with zero degrees the photo comes back untouched
+        image, restored, target_notes = self.restorer.targets(target_analysis.image, chosen,
+                                                              options.restore if fusing else "off", quality)
         watch.lap("restore")
         _gate([source_face], "source")
         target_faces = _gate(restored, "target")
         prepared = engine.prepare_source(source_image, source_face)
         watch.lap("prepare_source")
-        if options.profile_degree == 0 and options.feature_degree == 0:
+        if not fusing:
             faces_out = [_face_report(chosen[restored.index(f)], target_analysis) for f in target_faces]
         else:
             faces_out = []

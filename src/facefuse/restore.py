@@ -168,21 +168,19 @@ class Restorer:
         return restored, moved
 
     def restore_in_place(self, image: np.ndarray, face: Face) -> np.ndarray:
-        """The photo with this face's region restored at its own resolution and feathered into the surroundings."""
+        """The photo with this face restored at its own resolution: the model sees the region with a margin of
+        context, and the result is blended in through a feathered ellipse inscribed in the face box, so nothing
+        outside the face changes."""
         x0, y0, x1, y1 = face_region(image, face, self.config.margin)
         region = image[y0:y1, x0:x1]
         restored = self.restore(region).astype(np.float32)
-        h, w = region.shape[:2]
-        feather = max(2, int(0.1 * min(h, w)))
-        alpha = np.outer(_edge_ramp(h, feather), _edge_ramp(w, feather))[:, :, None]
+        x, y, w, h = (float(v) for v in face.box)
+        yy, xx = np.mgrid[y0:y1, x0:x1].astype(np.float32) + 0.5
+        radius = np.sqrt(((xx - x - w / 2) / (w / 2)) ** 2 + ((yy - y - h / 2) / (h / 2)) ** 2)
+        alpha = np.clip((1.0 - radius) / 0.25, 0.0, 1.0)[:, :, None]
         out = image.copy()
         out[y0:y1, x0:x1] = np.clip(alpha * restored + (1 - alpha) * region + 0.5, 0, 255).astype(np.uint8)
         return out
-
-
-def _edge_ramp(length: int, feather: int) -> np.ndarray:
-    ramp = np.minimum(np.arange(length) + 0.5, length - np.arange(length) - 0.5) / feather
-    return np.clip(ramp, 0, 1).astype(np.float32)
 
 
 def _moved_face(face: Face, x0: int, y0: int, scale: float) -> Face:
