@@ -14,6 +14,7 @@ Why here and how:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Literal
 
 import cv2
@@ -42,6 +43,7 @@ class RestoreConfig:
     tile: int = 256
     overlap: int = 32
     multiple: int = 8                 # the U-Net's 3 poolings need sides divisible by 8
+    model: Path | None = None         # another restorer ONNX file (your own training run, an INT8 variant)
 
 
 def blockiness(grey: np.ndarray) -> float:
@@ -230,7 +232,8 @@ class RestoreStage:
 
     def model(self) -> Restorer:
         if self._restorer is None:  # a benign race: two threads may build it, the runtime caches the session
-            self._restorer = Restorer(self.runtime.session(self.store.ensure(RESTORER)), self.config)
+            path = self.config.model or self.store.ensure(RESTORER)
+            self._restorer = Restorer(self.runtime.session(path), self.config)
         return self._restorer
 
     def _reasons(self, image: np.ndarray, face: Face, mode: RestoreMode) -> list[str]:
