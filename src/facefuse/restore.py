@@ -7,7 +7,7 @@ Why here and how:
   it), so a 50 px face gives the engine real detail rather than an upsampled blur.
 - *Target faces* are restored in place at their own resolution and feathered back, so the photo keeps its size.
 - Regions larger than ``tile`` pixels are cut into overlapping tiles whose outputs are blended with linear
-  (feathered) weights over the overlap: no visible seams (``seam_score`` measures it), constant memory.
+  (feathered) weights over the overlap: no visible seams (``seam_score`` measures it), bounded memory.
 - ``restore=auto`` decides per face from :func:`needs_restore`; the decisions are reported, never silent.
 """
 
@@ -44,6 +44,7 @@ class RestoreConfig:
     overlap: int = 32
     multiple: int = 8                 # the U-Net's 3 poolings need sides divisible by 8
     model: Path | None = None         # another restorer ONNX file (your own training run, an INT8 variant)
+    detail_sigma: float = 2.0         # > 0: keep the input's colours and tones below this scale (px), see below
 
 
 def blockiness(grey: np.ndarray) -> float:
@@ -115,6 +116,18 @@ def _ramp(length: int, start: int, tile: int, total: int, overlap: int) -> np.nd
     return w[:length]
 
 
+def keep_colours(before: np.ndarray, after: np.ndarray, sigma: float) -> np.ndarray:
+    """The restored detail on the input's own colours: low-pass(before) + high-pass(after).
+
+    Why: GFPGAN's training degradation jitters brightness, contrast and colour, which no network can undo from one
+    photo; the shipped restorer learned the average correction (a warm, brighter cast, ~+3.6 of 255 in red) and it
+    made restored faces farther from the originals. Its detail — edges sharpened, blocks and noise removed — is
+    what helps (measured: mean error 7.73 → 7.58 on UTKFace hold-out faces at ×3 + JPEG 50, where the raw output
+    was 8.94); colour is matched to the target by the blend stage anyway.
+    """
+    return cv2.GaussianBlur(before, (0, 0), sigma) + after - cv2.GaussianBlur(after, (0, 0), sigma)
+
+
 class Restorer:
     """The restorer model on an ONNX Runtime session (from :class:`facefuse.runtime.Runtime`)."""
 
@@ -150,6 +163,8 @@ class Restorer:
                     acc[y0:y0 + ph, x0:x0 + pw] += self._run(piece) * wgt
                     weight[y0:y0 + ph, x0:x0 + pw] += wgt
             out = acc / np.maximum(weight, 1e-6)
+        if self.config.detail_sigma > 0:
+            out = keep_colours(x, out, self.config.detail_sigma)
         return np.clip(out * 255.0 + 0.5, 0, 255).astype(np.uint8)
 
     def restore_source(self, image: np.ndarray, face: Face, quality: QualityConfig) -> tuple[np.ndarray, Face]:
@@ -198,16 +213,15 @@ def _moved_face(face: Face, x0: int, y0: int, scale: float) -> Face:
     return replace(face, box=box, keypoints=(face.keypoints - offset) * scale, landmarks=landmarks, issues=[])
 
 
-def seam_score(restored: np.ndarray, reference: np.ndarray, tile: int, overlap: int) -> dict[str, float]:
-    """Seams show up as a difference between the tiled result and a reference (the untiled result) that jumps
-    where one tile's weight ends. Mean |horizontal/vertical step of (restored − reference)| on the tile borders
-    (where a tile's ramp starts or stops) against everywhere else; ≈1 means no seam."""
-    diff = restored.astype(np.float32) - reference.astype(np.float32)
-    h, w = diff.shape[:2]
-    cuts_x = {s for x0 in tile_starts(w, tile, overlap) for s in (x0, x0 + overlap, x0 + tile - overlap, x0 + tile)}
-    cuts_y = {s for y0 in tile_starts(h, tile, overlap) for s in (y0, y0 + overlap, y0 + tile - overlap, y0 + tile)}
-    dx = np.abs(np.diff(diff, axis=1)).mean(axis=(0, 2))
-    dy = np.abs(np.diff(diff, axis=0)).mean(axis=(1, 2))
+def seam_score(restored: np.ndarray, tile: int, overlap: int) -> dict[str, float]:
+    """How visible tile borders are: mean |step| between neighbouring pixels across the lines where a tile starts or
+    ends, divided by the mean |step| everywhere else (≈1: the borders look like any other place in the photo)."""
+    img = restored.astype(np.float32)
+    h, w = img.shape[:2]
+    cuts_x = {s for x0 in tile_starts(w, tile, overlap) for s in (x0, x0 + tile)} - {0, w}
+    cuts_y = {s for y0 in tile_starts(h, tile, overlap) for s in (y0, y0 + tile)} - {0, h}
+    dx = np.abs(np.diff(img, axis=1)).mean(axis=(0, 2))
+    dy = np.abs(np.diff(img, axis=0)).mean(axis=(1, 2))
     on_x = np.array([i + 1 in cuts_x for i in range(w - 1)])
     on_y = np.array([i + 1 in cuts_y for i in range(h - 1)])
     border = np.concatenate([dx[on_x], dy[on_y]])
