@@ -77,7 +77,7 @@ def export_and_report(config: RestorerConfig, onnx_name: str) -> dict:
     costs = {name: dict(zip(("macs_256", "params"), ops_and_params(model))) for name, model in models.items()}
     summary = {
         "name": path.stem,
-        "onnx": str(path), "onnx_bytes": path.stat().st_size,
+        "onnx": path.name, "onnx_bytes": path.stat().st_size,
         "parity_max_abs_diff": worst,
         "costs": costs,
         "holdout": holdout_report(pairs, models),
