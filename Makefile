@@ -8,7 +8,7 @@ PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c re
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: install models run test browser bench lint clean train-restorer
+.PHONY: install models run test browser bench lint clean train-restorer train-segmenter
 
 install: $(VENV)/.installed models
 
@@ -49,3 +49,9 @@ clean:
 train-restorer: $(VENV)/.installed
 	$(PIP) -e '.[train]'
 	$(BIN)/facefuse train restorer --out artifacts/restorer
+
+# Our own face segmenter (needs the 'train' extra; label cache in .cache/segmenter, run resumes from
+# artifacts/segmenter). Ship the result with `facefuse train segmenter --until ship`. See README "Face segmenter".
+train-segmenter: $(VENV)/.installed
+	$(PIP) -e '.[train]'
+	$(BIN)/facefuse train segmenter --out artifacts/segmenter
