@@ -5,7 +5,7 @@ from __future__ import annotations
 from common import REPO, RESULTS
 
 ORDER = ["analysis", "quality", "naturalness", "fusion_speed", "load", "optimize", "engines_cost", "segmenter",
-         "video", "jobs"]
+         "restorer", "video", "jobs"]
 
 HEADER = """# Benchmarks
 

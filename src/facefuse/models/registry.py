@@ -199,6 +199,18 @@ _ENTRIES: tuple[ModelEntry, ...] = (
         description="128-D identity embedding; the benchmarks' independent identity judge",
     ),
     ModelEntry(
+        name="restorer",
+        task=Task.ENHANCER,
+        filename="restorer.onnx",
+        sha256="c8d58b4b0eaf3a1855dbf88fb08bf80c40f165598bd423173d72c8b6b49032f4",
+        size=497611,
+        source=PackageSource("restorer.onnx"),
+        licence="trained here on UTKFace (research use); card: facefuse/models/weights/restorer.md",
+        commercial_use=False,
+        input=InputContract((None, 3, None, None), "RGB", "x / 255; height and width multiples of 8"),
+        description="face restorer trained here: U-Net student, channel-pruned and feature-distilled (restore stage)",
+    ),
+    ModelEntry(
         name="face_segmenter",
         task=Task.SEGMENTER,
         filename="face_segmenter.onnx",
