@@ -46,6 +46,12 @@ class ErrorCode(str, Enum):
     DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
     CANCELLED = "CANCELLED"
     INTERNAL = "INTERNAL"
+    # batch jobs
+    JOB_NOT_DONE = "JOB_NOT_DONE"
+    JOB_EXPIRED = "JOB_EXPIRED"
+    JOB_TOO_LARGE = "JOB_TOO_LARGE"
+    BAD_ARCHIVE = "BAD_ARCHIVE"
+    STORAGE_FULL = "STORAGE_FULL"
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,11 @@ ERROR_TABLE: dict[ErrorCode, ErrorMapping] = {
     ErrorCode.DEADLINE_EXCEEDED: ErrorMapping(5, 504),
     ErrorCode.CANCELLED: ErrorMapping(130, 499),  # the caller stopped the work (as Ctrl-C; nginx's 499)
     ErrorCode.INTERNAL: ErrorMapping(1, 500),
+    ErrorCode.JOB_NOT_DONE: ErrorMapping(5, 409),
+    ErrorCode.JOB_EXPIRED: ErrorMapping(5, 410),
+    ErrorCode.JOB_TOO_LARGE: ErrorMapping(3, 413),
+    ErrorCode.BAD_ARCHIVE: ErrorMapping(3, 400),
+    ErrorCode.STORAGE_FULL: ErrorMapping(5, 507),
 }
 
 

@@ -283,7 +283,7 @@ def encode_image(pixels: np.ndarray, fmt: str = "PNG", quality: int = 92) -> byt
 
 
 def read_label(data: bytes) -> dict[str, str]:
-    """The AI-generated label fields found in an encoded image (used by tests and by `facefuse inspect`)."""
+    """The AI-generated label fields found in an encoded image, so a reader (or a test) can check the label."""
     image = Image.open(io.BytesIO(data))
     found: dict[str, str] = {}
     description = image.getexif().get(_EXIF_DESCRIPTION)

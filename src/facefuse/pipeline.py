@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, Generic, Literal, TypeVar
 
 import numpy as np
 
@@ -74,6 +76,38 @@ class FusionResult:
                 "warnings": self.warnings}
 
 
+T = TypeVar("T")
+
+
+class LoadOnce(Generic[T]):
+    """Things built on first use (engines, the segmenter), each once, each behind its own future.
+
+    Why not one lock around every load: loading an engine may download hundreds of megabytes, and one lock held
+    across that blocked every fusion, even with engines already loaded. Here only callers of the *same* key wait
+    for its build; a build that fails is forgotten, so the next caller tries again.
+    """
+
+    def __init__(self) -> None:
+        self._futures: dict[str, Future[T]] = {}
+        self._lock = threading.Lock()  # guards the dict only, never held during a build
+
+    def get(self, key: str, build: Callable[[], T]) -> T:
+        with self._lock:
+            future = self._futures.get(key)
+            builder = future is None
+            if builder:
+                future = self._futures[key] = Future()
+        assert future is not None
+        if builder:
+            try:
+                future.set_result(build())
+            except BaseException as exc:
+                with self._lock:
+                    del self._futures[key]
+                future.set_exception(exc)
+        return future.result()
+
+
 class Stopwatch:
     """Per-stage wall-clock timings in milliseconds."""
 
@@ -96,27 +130,23 @@ class Fuser:
         self.runtime = Runtime(self.config.runtime)
         self.analyzer = FaceAnalyzer(self.store, self.runtime, self.config.analysis)
         self.cache = AnalysisCache(self.config.analysis_cache_mb * 1024 * 1024)
-        self._engines: dict[str, FusionEngine] = {}
-        self._segmenter: FaceSegmenter | None = None
-        self._lock = threading.Lock()
+        self._loaded: LoadOnce[Any] = LoadOnce()
 
     def engine(self, name: str) -> FusionEngine:
         # Imported here: the engines pull in SciPy (~0.6 s), which `facefuse detect` and /v1/detect never need.
         from .fusion.engines import make_engine
 
-        with self._lock:
-            if name not in self._engines:
-                self._engines[name] = make_engine(name, self.store, self.runtime, self.config.swapper_files)
-            return self._engines[name]
+        engine: FusionEngine = self._loaded.get(
+            f"engine:{name}", lambda: make_engine(name, self.store, self.runtime, self.config.swapper_files))
+        return engine
 
     def segmenter(self) -> FaceSegmenter | None:
         """The occlusion segmenter, or None where ``allow_noncommercial_models`` is off (it was trained on UTKFace)."""
         if not self.store.permits(SEGMENTER_MODEL):
             return None
-        with self._lock:
-            if self._segmenter is None:
-                self._segmenter = FaceSegmenter(self.runtime.session(self.store.ensure(SEGMENTER_MODEL)))
-            return self._segmenter
+        segmenter: FaceSegmenter = self._loaded.get(
+            "segmenter", lambda: FaceSegmenter(self.runtime.session(self.store.ensure(SEGMENTER_MODEL))))
+        return segmenter
 
     def analyze(self, image: ImageInput, role: str = "image") -> ImageAnalysis:
         """Decode and analyse one photo; errors name ``role`` ("source"/"target") when it is not "image".
@@ -137,7 +167,7 @@ class Fuser:
             raise exc if role == "image" else exc.about(role) from None
         decode_ms = (time.perf_counter() - start) * 1000
         analysis = self.analyzer.analyze(pixels)
-        analysis.timings_ms = {"decode": decode_ms, **analysis.timings_ms}
+        analysis = replace(analysis, timings_ms={"decode": decode_ms, **analysis.timings_ms})
         if key:
             self.cache.put(key, analysis)
         return analysis

@@ -8,7 +8,7 @@ the plain pass finds no face confident enough for the quality gate.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import cv2
 import numpy as np
@@ -133,12 +133,15 @@ class FaceAnalyzer:
                 view_image, view, faces = turned, turned_view, self._faces(turned, turned_view, found)
         timings["landmarks"] = (time.perf_counter() - start) * 1000
         start = time.perf_counter()
-        for face in faces:
-            face.sharpness = sharpness(image, face.keypoints)
-            face.issues = quality_issues(face, self.config.quality)
+        faces = [self._gated(image, face) for face in faces]
         timings["quality"] = (time.perf_counter() - start) * 1000
         faces.sort(key=lambda f: f.box[0] + f.box[2] / 2)
-        return ImageAnalysis(image, faces, view.rotation, timings)
+        return ImageAnalysis(image, tuple(faces), view.rotation, timings)
+
+    def _gated(self, image: np.ndarray, face: Face) -> Face:
+        """The face with its sharpness and the quality gate's verdict."""
+        measured = replace(face, sharpness=sharpness(image, face.keypoints))
+        return replace(measured, issues=tuple(quality_issues(measured, self.config.quality)))
 
     def _detect(self, image: np.ndarray, scale: float) -> tuple[np.ndarray, View, list[Detection]]:
         """The first view whose best face passes the confidence gate, else the view with the best face."""

@@ -78,10 +78,10 @@ def match_colour(face: np.ndarray, target: np.ndarray, mask: np.ndarray, face_sk
     if smooth_luts is not None:
         luts = smooth_luts(luts)
     luts8 = np.clip(luts + 0.5, 0, 255).astype(np.uint8)
-    matched = cv2.cvtColor(cv2.LUT(face_lab, luts8[None]), cv2.COLOR_Lab2RGB)
+    matched = cv2.LUT(face_lab, luts8[None])
     columns = np.flatnonzero(weight.max(axis=0))
     face_width = float(columns[-1] - columns[0] + 1)
-    return relight(matched, target, weight if face_skin is None else face_skin,
+    return relight(matched, target_lab, weight if face_skin is None else face_skin,
                    weight if target_skin is None else target_skin, face_width)
 
 

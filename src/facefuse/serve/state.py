@@ -1,4 +1,4 @@
-"""What one running service holds: settings, metrics, the batcher and the one shared :class:`Fuser`.
+"""What one running service holds: settings, metrics, the request scheduler and the one shared :class:`Fuser`.
 
 Models load in a worker thread started by the lifespan, so ``/healthz`` answers at once while ``/readyz`` and the
 ``/v1`` routes say 503 NOT_READY until loading finishes — or keep saying why it failed (for example a model that
@@ -17,8 +17,10 @@ from pydantic import BaseModel
 from ..config import StoreConfig
 from ..errors import ErrorCode, FacefuseError
 from ..fusion.engine import FusionOptions
+from ..fusion.occlusion import SEGMENTER_MODEL
+from ..models.registry import ModelRegistry
 from ..pipeline import Fuser
-from .batcher import Batcher
+from .scheduler import RequestScheduler
 from .metrics import ServiceMetrics
 from .settings import ServeSettings
 from .budget import PixelBudget
@@ -37,7 +39,7 @@ class ServiceState:
     fuse_models: tuple[type[BaseModel], type[BaseModel]] = field(init=False)  # (form, JSON) of POST /v1/fuse
     uploads: UploadGate = field(init=False)
     pixels: PixelBudget = field(init=False)
-    batcher: Batcher | None = None
+    scheduler: RequestScheduler | None = None
     fuser: Fuser | None = None
     load_error: FacefuseError | None = None
     created: float = field(default_factory=time.monotonic)
@@ -45,10 +47,16 @@ class ServiceState:
 
     def __post_init__(self) -> None:
         self.defaults = self.settings.fusion_defaults()
-        self.fuse_models = fuse_request_models(self.defaults, self.settings.engines)
+        self.fuse_models = fuse_request_models(self.defaults, self.settings.engines, self._segmentation_modes())
         self.uploads = UploadGate(self.settings.max_uploads, int(self.settings.max_buffered_mb * 2**20),
                                   self.metrics.uploads_rejected)
         self.pixels = PixelBudget(int(self.settings.max_decoded_mpx * 1e6))
+
+    @staticmethod
+    def _segmentation_modes() -> tuple[str, ...] | None:
+        """Only ``off`` where this build registers no occlusion segmenter: ``auto`` would fail every request with
+        MODEL_MISSING, so the request schema does not offer it (None: every mode)."""
+        return None if SEGMENTER_MODEL in ModelRegistry() else ("off",)
 
     def load_models(self) -> None:
         """Build the Fuser and its engine, and run the detector once so the first request does not pay for it."""
@@ -80,10 +88,10 @@ class ServiceState:
     def _timed(self, component: str, start: float) -> None:
         self.metrics.model_load.labels(component).set(time.perf_counter() - start)
 
-    def require_ready(self) -> tuple[Fuser, Batcher]:
-        if self.fuser is None or self.batcher is None:
+    def require_ready(self) -> tuple[Fuser, RequestScheduler]:
+        if self.fuser is None or self.scheduler is None:
             raise self.not_ready()
-        return self.fuser, self.batcher
+        return self.fuser, self.scheduler
 
     def not_ready(self) -> FacefuseError:
         if self.load_error is not None:  # the full error (paths, pip output) is in the log, not in answers
