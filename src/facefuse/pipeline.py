@@ -206,7 +206,7 @@ class Fuser:
         for face in faces:
             rendered = source.engine.render(source.prepared, image, face, options)
             watch.lap("render")
-            parsing = occlusion_masks(segmenter, rendered) if segmenter is not None else None
+            parsing = occlusion_masks(segmenter, rendered, image) if segmenter is not None else None
             watch.lap("segment")
             image = compose(image, rendered, options, parsing, smooth_luts)
             watch.lap("blend")
