@@ -27,7 +27,7 @@ run: install
 	$(BIN)/facefuse serve --host $(HOST) --port $(PORT)
 
 $(VENV)/.test-installed: $(VENV)/.installed
-	$(PIP) -e '.[convert,optimize,test]'
+	$(PIP) -e '.[convert,optimize,test,ray]'
 	touch $@
 
 # Debian's Chromium for the browser test (Playwright drives it; no browser is downloaded by Playwright itself).

@@ -1,26 +1,13 @@
-"""What one running service holds: settings, metrics, the batcher and the one shared :class:`Fuser`.
-
-Models load in a worker thread started by the lifespan, so ``/healthz`` answers at once while ``/readyz`` and the
-``/v1`` routes say 503 NOT_READY until loading finishes — or keep saying why it failed (for example a model that
-is not cached and cannot be fetched offline), instead of the process dying with a traceback.
-"""
+"""What one running service holds: settings, metrics and the :class:`FusionBackend` that runs the models."""
 
 from __future__ import annotations
 
-import logging
-import time
-from dataclasses import dataclass, field
-
-import numpy as np
+from dataclasses import dataclass
 
 from ..config import StoreConfig
-from ..errors import ErrorCode, FacefuseError
-from ..pipeline import Fuser
-from .batcher import Batcher
+from .backend import FusionBackend
 from .metrics import ServiceMetrics
 from .settings import ServeSettings
-
-log = logging.getLogger("facefuse.serve")
 
 
 @dataclass
@@ -28,49 +15,9 @@ class ServiceState:
     settings: ServeSettings
     store: StoreConfig
     metrics: ServiceMetrics
-    batcher: Batcher | None = None
-    fuser: Fuser | None = None
-    load_error: FacefuseError | None = None
-    created: float = field(default_factory=time.monotonic)
-    ready_after_s: float | None = None
+    backend: FusionBackend
 
-    def load_models(self) -> None:
-        """Build the Fuser and its engine, and run the detector once so the first request does not pay for it."""
-        try:
-            start = time.perf_counter()
-            fuser = Fuser(self.settings.fuser_config(self.store))
-            self._timed("analyzer", start)
-            start = time.perf_counter()
-            fuser.engine(self.settings.engine)
-            self._timed(f"engine_{self.settings.engine}", start)
-            start = time.perf_counter()
-            fuser.analyzer.analyze(np.full((192, 192, 3), 128, np.uint8))
-            self._timed("warmup", start)
-        except FacefuseError as exc:
-            log.error("models could not be loaded: %s", exc)
-            self.load_error = exc
-            return
-        except Exception as exc:
-            log.exception("models could not be loaded")
-            self.load_error = FacefuseError(ErrorCode.INTERNAL, f"loading the models failed ({exc})",
-                                            "see the server log for the cause")
-            return
-        self.fuser = fuser
-        self.ready_after_s = time.monotonic() - self.created
-        self.metrics.ready.set(1)
-        log.info("models ready in %.2f s", self.ready_after_s)
-
-    def _timed(self, component: str, start: float) -> None:
-        self.metrics.model_load.labels(component).set(time.perf_counter() - start)
-
-    def require_ready(self) -> tuple[Fuser, Batcher]:
-        if self.fuser is None or self.batcher is None:
-            raise self.not_ready()
-        return self.fuser, self.batcher
-
-    def not_ready(self) -> FacefuseError:
-        if self.load_error is not None:
-            return FacefuseError(ErrorCode.NOT_READY, f"the models failed to load: {self.load_error.message}",
-                                 self.load_error.hint, {"cause": self.load_error.to_dict()})
-        return FacefuseError(ErrorCode.NOT_READY, "the models are still loading", "retry in a second",
-                             {"loading_for_s": round(time.monotonic() - self.created, 2)})
+    def require_ready(self) -> FusionBackend:
+        """The backend, once every part of it is ready (NOT_READY, saying why, before)."""
+        self.backend.readiness()
+        return self.backend
