@@ -40,6 +40,7 @@ test: install $(VENV)/.test-installed browser
 	$(BIN)/python -m pytest
 
 bench: install $(VENV)/.test-installed
+	$(BIN)/python benchmarks/load.py --backend ray
 	for s in analysis quality fusion_speed load optimize engines_cost report; do $(BIN)/python benchmarks/$$s.py || exit 1; done
 
 clean:

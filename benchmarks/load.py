@@ -66,6 +66,22 @@ class Server:
                 return int(line.split()[1]) / 1024
         return float("nan")
 
+    def tree_memory_mb(self) -> tuple[float, float, int]:
+        """RSS and PSS summed over the server and every process below it (Ray's GCS, raylet, proxy, replicas),
+        and how many processes that is. PSS shares each shared page among its users, so it does not double-count."""
+        pids = descendants(self.process.pid) | {self.process.pid}
+        rss = pss = 0.0
+        for pid in pids:
+            try:
+                for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                    if line.startswith("Rss:"):
+                        rss += int(line.split()[1]) / 1024
+                    elif line.startswith("Pss:"):
+                        pss += int(line.split()[1]) / 1024
+            except OSError:  # the process ended in between
+                continue
+        return rss, pss, len(pids)
+
     def cpu_s(self) -> float:
         """User + system CPU seconds the server process has used (to tell its cost from the load generator's)."""
         fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -81,23 +97,49 @@ class Server:
         return values
 
     def stop(self) -> None:
+        below = descendants(self.process.pid)
         self.process.send_signal(signal.SIGINT)
         try:
-            self.process.wait(timeout=20)
+            self.process.wait(timeout=60)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        for pid in below:  # a Ray process that outlived its driver: end it, it is ours
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
-def start_server(max_batch: int, queue_size: int, cache_mb: int, window_ms: float) -> Server:
+def descendants(root: int) -> set[int]:
+    """Every process below ``root`` (from the parent ids in /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found: set[int] = set()
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def start_server(max_batch: int, queue_size: int, cache_mb: int, window_ms: float, extra: tuple[str, ...] = (),
+                 timeout_s: float = 60.0) -> Server:
     port = free_port()
     command = [sys.executable, "-m", "facefuse", "serve", "--host", "127.0.0.1", "--port", str(port),
-               "--max-batch", str(max_batch), "--queue-size", str(queue_size), "--log-level", "warning"]
+               "--max-batch", str(max_batch), "--queue-size", str(queue_size), "--log-level", "warning", *extra]
     started = time.perf_counter()
     env = {**os.environ, "FACEFUSE_ANALYSIS_CACHE_MB": str(cache_mb), "FACEFUSE_BATCH_WINDOW_MS": str(window_ms)}
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     url = f"http://127.0.0.1:{port}"
-    while time.perf_counter() - started < 60:
+    while time.perf_counter() - started < timeout_s:
         if process.poll() is not None:
             raise RuntimeError(f"server exited: {process.stderr.read().decode() if process.stderr else ''}")
         try:
@@ -107,7 +149,7 @@ def start_server(max_batch: int, queue_size: int, cache_mb: int, window_ms: floa
             pass
         time.sleep(0.02)
     process.kill()
-    raise TimeoutError("server not ready within 60 s")
+    raise TimeoutError(f"server not ready within {timeout_s:.0f} s")
 
 
 @dataclass
@@ -162,13 +204,79 @@ def batch_histogram(before: dict[str, float], after: dict[str, float], max_batch
     return histogram
 
 
+RAY_CONCURRENCY = (1, 8, 32)
+
+
+def ray_main(args: argparse.Namespace) -> None:
+    """Single process vs Ray Serve (1 and 2 replicas per deployment, ``@serve.batch`` on and off), every photo
+    analysed (analysis cache off), each server a fresh `facefuse serve` process; writes the ``load_ray`` section."""
+    per_phase = args.requests or (12 if args.quick else 64)
+    max_seconds = args.max_seconds or (30.0 if args.quick else 60.0)
+    body, content_type = multipart_body()
+    # (label, max_batch, extra flags): 2 cores → 1 replica of each deployment takes 1 CPU, 2 replicas take half
+    configurations = [
+        ("single process", 2, ("--max-wait-ms", "2")),
+        ("Ray, 1 replica, batch off", 1, ("--backend", "ray", "--replicas", "1", "--num-cpus-per-replica", "1")),
+        ("Ray, 1 replica, batch ≤ 4", 4, ("--backend", "ray", "--replicas", "1", "--num-cpus-per-replica", "1",
+                                          "--max-wait-ms", "5")),
+        ("Ray, 2 replicas, batch off", 1, ("--backend", "ray", "--replicas", "2", "--num-cpus-per-replica", "0.5")),
+        ("Ray, 2 replicas, batch ≤ 4", 4, ("--backend", "ray", "--replicas", "2", "--num-cpus-per-replica", "0.5",
+                                           "--max-wait-ms", "5")),
+    ]
+    rows = ["| server | concurrency | requests | fusions/s | p50 ms | p95 ms | non-200 |", "|---|---|---|---|---|---|---|"]
+    starts = ["| server | start → /readyz 200 | processes | RSS, all together | PSS, all together |",
+              "|---|---|---|---|---|"]
+    for label, max_batch, extra in configurations:
+        server = start_server(max_batch, queue_size=128, cache_mb=0, window_ms=0.0, extra=extra, timeout_s=180.0)
+        try:
+            asyncio.run(closed_loop(server.url, body, content_type, 2, 6, max_seconds))  # warm-up
+            for concurrency in RAY_CONCURRENCY:
+                count = max(per_phase, 2 * concurrency)
+                phase = asyncio.run(closed_loop(server.url, body, content_type, concurrency, count, max_seconds))
+                ms = [v * 1000 for v in phase.latencies_s]
+                refused = ", ".join(f"{n}× {code}" for code, n in sorted(phase.codes.items()) if code != 200)
+                rows.append(f"| {label} | {concurrency} | {len(ms)} | {phase.ok / phase.elapsed_s:.1f} | "
+                            f"{percentile(ms, 50):.0f} | {percentile(ms, 95):.0f} | {refused or 0} |")
+                print(rows[-1], flush=True)
+            rss, pss, processes = server.tree_memory_mb()
+            starts.append(f"| {label} | {server.cold_start_s:.1f} s | {processes} | {rss:.0f} MB | {pss:.0f} MB |")
+            print(starts[-1], flush=True)
+        finally:
+            server.stop()
+    lines = [
+        "## Ray Serve vs the single process (`benchmarks/load.py --backend ray`)",
+        "",
+        (f"Machine: {machine()}, **shared with other engineers' jobs while this ran**: treat differences under "
+         f"~20 % as noise. Each server is a fresh `facefuse serve` process (`--backend ray` starts a one-machine Ray "
+         f"with 2 CPUs); queue 128; analysis cache off, so both photos of every request are decoded and analysed. "
+         f"Client: {'`--quick`, ' if args.quick else ''}closed loop of C connections posting the 720p pair of the "
+         f"section above, `Accept: image/jpeg`; max({per_phase}, 2·C) requests per row (or {max_seconds:.0f} s), "
+         "after 6 warm-up requests. On 2 cores, \"1 replica\" gives the analysis and the fusion deployment one CPU "
+         "each; \"2 replicas\" gives each of the four replicas half a CPU (one ONNX Runtime thread). `batch ≤ 4`: "
+         "`@serve.batch(max_batch_size=4, batch_wait_timeout_s=0.005)` merges the photos of concurrent requests "
+         "into one FaceMesh run; `batch off`: one photo per run."),
+        "",
+        *rows,
+        "",
+        "Start-up and memory (measured after the load, summed over the server process and every process below it):",
+        "",
+        *starts,
+    ]
+    print(write_section("load_ray", "\n".join(lines)).read_text())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--backend", choices=["local", "ray"], default="local",
+                        help="ray: compare the single process with Ray Serve deployments (section load_ray)")
     parser.add_argument("--quick", action="store_true", help="few requests per phase (for development)")
     parser.add_argument("--requests", type=int, default=None, help="requests per phase")
     parser.add_argument("--soak", type=int, default=None, help="requests of the RSS soak run")
     parser.add_argument("--max-seconds", type=float, default=None, help="time limit per phase")
     args = parser.parse_args()
+    if args.backend == "ray":
+        ray_main(args)
+        return
     per_phase = args.requests or (16 if args.quick else 200)
     soak = args.soak or (100 if args.quick else 2000)
     max_seconds = args.max_seconds or (30.0 if args.quick else 120.0)

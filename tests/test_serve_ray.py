@@ -180,3 +180,23 @@ def test_missed_deadline_is_504_and_the_service_carries_on(ray_http_port: int, s
         for _ in range(2):  # the cancelled work of the first request does not wedge the second
             assert_error(http.post("/v1/fuse", files=pair(photos)), ErrorCode.DEADLINE_EXCEEDED)
         assert http.get("/readyz").status_code == 200
+
+
+def test_kuberay_manifest_builds_this_application():
+    """deploy/rayservice.yaml: a valid Serve config whose builder, arguments and deployment names are this code's."""
+    import importlib
+
+    import yaml
+    from ray.serve.schema import ServeDeploySchema
+
+    from facefuse.serve import ray_serve
+
+    manifest = yaml.safe_load((Path(__file__).resolve().parents[1] / "deploy/rayservice.yaml").read_text())
+    config = ServeDeploySchema.model_validate(yaml.safe_load(manifest["spec"]["serveConfigV2"]))
+    (application,) = config.applications
+    module, _, name = application.import_path.partition(":")
+    builder = getattr(importlib.import_module(module), name)
+    assert builder is ray_serve.ray_app
+    built = builder(application.args)
+    assert built._bound_deployment.name == ray_serve.INGRESS
+    assert {d.name for d in application.deployments} == {ray_serve.ANALYSIS, ray_serve.FUSION}

@@ -58,8 +58,9 @@ T = TypeVar("T")
 class _Replica:
     """One replica's models: loaded once from the store, ONNX Runtime and OpenCV pinned to the replica's CPUs."""
 
-    def __init__(self, settings: ServeSettings, store: StoreConfig, *, engine: bool) -> None:
+    def __init__(self, settings: ServeSettings, store: StoreConfig | None, *, engine: bool) -> None:
         start = time.monotonic()
+        store = store or StoreConfig()  # this node's FACEFUSE_HOME / FACEFUSE_MODEL_MIRROR
         self.threads = max(1, math.floor(settings.num_cpus_per_replica))
         cv2.setNumThreads(self.threads)  # OpenCV's pool would otherwise take every core of the node
         self.load_s: dict[str, float] = {}
@@ -79,7 +80,7 @@ class _Replica:
 class FaceAnalysis(_Replica):
     """decode → detect → landmarks → pose → quality gate, with concurrent requests merged into one FaceMesh batch."""
 
-    def __init__(self, settings: ServeSettings, store: StoreConfig) -> None:
+    def __init__(self, settings: ServeSettings, store: StoreConfig | None) -> None:
         super().__init__(settings, store, engine=False)
         self._analyze_batch.set_max_batch_size(settings.max_batch)
         self._analyze_batch.set_batch_wait_timeout_s(settings.max_wait_ms / 1000.0)
@@ -108,7 +109,7 @@ class FaceAnalysis(_Replica):
 class FusionEngine(_Replica):
     """align → engine → blend → label → encode, on analyses handed over by :class:`FaceAnalysis` replicas."""
 
-    def __init__(self, settings: ServeSettings, store: StoreConfig) -> None:
+    def __init__(self, settings: ServeSettings, store: StoreConfig | None) -> None:
         super().__init__(settings, store, engine=True)
 
     async def fuse(self, source: ImageAnalysis | FacefuseError, target: ImageAnalysis | FacefuseError,
@@ -263,7 +264,7 @@ def _unwrap(exc: BaseException) -> BaseException:
 class Ingress:
     """The HTTP entry: ``create_app`` built in the replica, its backend pointing at the two deployments."""
 
-    def __init__(self, settings: ServeSettings, store: StoreConfig, analysis: DeploymentHandle,
+    def __init__(self, settings: ServeSettings, store: StoreConfig | None, analysis: DeploymentHandle,
                  fusion: DeploymentHandle) -> None:
         self.settings = settings
         self.store = store
@@ -281,14 +282,18 @@ def _scaling(settings: ServeSettings, target_ongoing: int) -> dict[str, Any]:
                                    "initial_replicas": bounds[0], "target_ongoing_requests": target_ongoing}}
 
 
-def ray_app(settings: ServeSettings | None = None, store: StoreConfig | None = None) -> serve.Application:
-    """The Ray Serve application: ``serve.run(ray_app(settings))``, or ``serve run facefuse.serve:ray_app``.
+def ray_app(settings: ServeSettings | dict[str, Any] | None = None,
+            store: StoreConfig | None = None) -> serve.Application:
+    """The Ray Serve application: ``serve.run(ray_app(settings))``, or as an application builder for
+    ``serve run facefuse.serve.ray_serve:ray_app replicas=2`` and Serve config files (``args`` is a dict of
+    ``ServeSettings`` fields; unset ones come from ``FACEFUSE_*`` variables, as for ``facefuse serve``).
 
+    ``store`` (the model cache and mirror) is read on each node from its own ``FACEFUSE_*`` variables unless given.
     Replicas reserve ``num_cpus_per_replica`` CPUs each; an analysis replica takes up to ``max_ongoing_requests`` =
     2 × ``max_batch`` requests (a batch running, the next one forming), a fusion replica one per CPU thread.
     """
-    settings = settings or ServeSettings(backend="ray")
-    store = store or StoreConfig()
+    if not isinstance(settings, ServeSettings):
+        settings = ServeSettings(**{"backend": "ray", **(settings or {})})
     actor = {"num_cpus": settings.num_cpus_per_replica}
     batch = settings.max_batch
     analysis = serve.deployment(FaceAnalysis).options(
@@ -298,9 +303,9 @@ def ray_app(settings: ServeSettings | None = None, store: StoreConfig | None = N
     fusion = serve.deployment(FusionEngine).options(
         name=FUSION, ray_actor_options=actor, max_ongoing_requests=fusion_slots,
         max_queued_requests=settings.queue_size, **_scaling(settings, fusion_slots)).bind(settings, store)
-    # the ingress parses and forwards; it reserves no CPU and admits many requests, so refusals are the
-    # deployments' bounded queues answering 429 in the API's own JSON, not the proxy's plain 503
+    # the ingress parses and forwards: it reserves no CPU, is not autoscaled (--replicas of it), and admits many
+    # requests, so refusals are the deployments' bounded queues answering 429 in the API's JSON, not the proxy's 503
     ingress = serve.deployment(Ingress).options(
         name=INGRESS, ray_actor_options={"num_cpus": 0}, max_ongoing_requests=max(100, 4 * settings.queue_size),
-        num_replicas=1)
+        num_replicas=settings.replicas)
     return ingress.bind(settings, store, analysis, fusion)

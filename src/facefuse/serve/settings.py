@@ -57,9 +57,10 @@ class ServeSettings(BaseSettings):
     backend: Literal["local", "ray"] = Field(
         "local", description="local: this process; ray: Ray Serve deployments (pip install facefuse[ray]) — "
                              "analysis and fusion scale separately, FaceMesh batched across requests")
-    replicas: int = Field(1, ge=1, le=1024, description="Ray: replicas of each deployment (analysis, fusion)")
+    replicas: int = Field(1, ge=1, le=1024, description="Ray: replicas of each deployment (ingress, analysis, fusion)")
     autoscale: str = Field("", pattern=r"^(\d+,\d+)?$",
-                           description="Ray: 'min,max' replicas per deployment, scaled on load (overrides --replicas)")
+                           description="Ray: 'min,max' replicas per deployment (min >= 1), scaled on load "
+                                       "(overrides --replicas)")
     num_cpus_per_replica: float = Field(1.0, gt=0, le=256,
                                         description="Ray: CPUs reserved by each replica; ONNX Runtime uses as many "
                                                     "threads")
@@ -76,8 +77,8 @@ class ServeSettings(BaseSettings):
     def _ordered_range(cls, value: str) -> str:
         if value:
             low, high = (int(n) for n in value.split(","))
-            if not 0 <= low <= high or high < 1:
-                raise ValueError(f"'{value}' is not 'min,max' with 0 <= min <= max and max >= 1")
+            if not 1 <= low <= high:  # no scale-to-zero: /readyz and the routes need a replica of each to answer
+                raise ValueError(f"'{value}' is not 'min,max' with 1 <= min <= max")
         return value
 
     @property
