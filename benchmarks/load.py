@@ -15,13 +15,14 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import cv2
 import httpx
-from common import FACES, machine, percentile, write_section
+from common import FACES, machine, median, percentile, write_section
 from prometheus_client.parser import text_string_to_metric_families
 
 TARGET_720P = FACES / "face_recognition/obama-720p.jpg"
@@ -98,7 +99,7 @@ class Server:
 
     def stop(self) -> None:
         below = descendants(self.process.pid)
-        self.process.send_signal(signal.SIGINT)
+        self.process.send_signal(signal.SIGTERM)  # graceful for both backends (SIGINT may be ignored in a background job)
         try:
             self.process.wait(timeout=60)
         except subprocess.TimeoutExpired:
@@ -137,11 +138,14 @@ def start_server(max_batch: int, queue_size: int, cache_mb: int, window_ms: floa
                "--max-batch", str(max_batch), "--queue-size", str(queue_size), "--log-level", "warning", *extra]
     started = time.perf_counter()
     env = {**os.environ, "FACEFUSE_ANALYSIS_CACHE_MB": str(cache_mb), "FACEFUSE_BATCH_WINDOW_MS": str(window_ms)}
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    # the server's log goes to a file: a pipe nobody reads fills up and blocks a server that logs much (Ray)
+    log = tempfile.TemporaryFile()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, env=env)
     url = f"http://127.0.0.1:{port}"
     while time.perf_counter() - started < timeout_s:
         if process.poll() is not None:
-            raise RuntimeError(f"server exited: {process.stderr.read().decode() if process.stderr else ''}")
+            log.seek(0)
+            raise RuntimeError(f"server exited: {log.read().decode(errors='replace')[-4000:]}")
         try:
             if httpx.get(url + "/readyz", timeout=1).status_code == 200:
                 return Server(process, url, time.perf_counter() - started)
@@ -157,6 +161,7 @@ class Phase:
     latencies_s: list[float] = field(default_factory=list)
     codes: dict[int, int] = field(default_factory=dict)
     elapsed_s: float = 0.0
+    stages_ms: list[dict[str, float]] = field(default_factory=list)  # each answer's Server-Timing
 
     @property
     def ok(self) -> int:
@@ -182,12 +187,34 @@ async def closed_loop(url: str, body: bytes, content_type: str, concurrency: int
             response = await http.post("/v1/fuse", content=body, headers=headers)
             phase.latencies_s.append(time.perf_counter() - start)
             phase.codes[response.status_code] = phase.codes.get(response.status_code, 0) + 1
+            if response.status_code == 200:
+                phase.stages_ms.append(server_timing(response.headers.get("server-timing", "")))
 
     async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as http:
         started = time.perf_counter()
         await asyncio.gather(*(client(http) for _ in range(concurrency)))
         phase.elapsed_s = time.perf_counter() - started
     return phase
+
+
+def server_timing(header: str) -> dict[str, float]:
+    """``name;dur=12.3, …`` → {name: 12.3}."""
+    found = {}
+    for part in header.split(","):
+        name, _, duration = part.strip().partition(";dur=")
+        if duration:
+            found[name] = float(duration)
+    return found
+
+
+def stage_split(stages: list[dict[str, float]]) -> tuple[float, float, float]:
+    """Median ms per request of the analysis work (decode → gate of both photos), the fusion work (prepare → encode)
+    and the rest of the server time (queues, moving data between processes)."""
+    analysis = [t.get("analyze_source", 0) + t.get("analyze_target", 0) for t in stages]
+    fusion = [t["total"] - t.get("analyze_source", 0) - t.get("analyze_target", 0) + t.get("encode", 0)
+              for t in stages if "total" in t]
+    queue = [t.get("queue", 0) for t in stages]
+    return median(analysis), median(fusion), median(queue)
 
 
 def batch_histogram(before: dict[str, float], after: dict[str, float], max_batch: int) -> dict[int, int]:
@@ -223,7 +250,8 @@ def ray_main(args: argparse.Namespace) -> None:
         ("Ray, 2 replicas, batch ≤ 4", 4, ("--backend", "ray", "--replicas", "2", "--num-cpus-per-replica", "0.5",
                                            "--max-wait-ms", "5")),
     ]
-    rows = ["| server | concurrency | requests | fusions/s | p50 ms | p95 ms | non-200 |", "|---|---|---|---|---|---|---|"]
+    rows = ["| server | concurrency | requests | fusions/s | p50 ms | p95 ms | non-200 | analysis / fusion / queue ms |",
+            "|---|---|---|---|---|---|---|---|"]
     starts = ["| server | start → /readyz 200 | processes | RSS, all together | PSS, all together |",
               "|---|---|---|---|---|"]
     for label, max_batch, extra in configurations:
@@ -235,8 +263,10 @@ def ray_main(args: argparse.Namespace) -> None:
                 phase = asyncio.run(closed_loop(server.url, body, content_type, concurrency, count, max_seconds))
                 ms = [v * 1000 for v in phase.latencies_s]
                 refused = ", ".join(f"{n}× {code}" for code, n in sorted(phase.codes.items()) if code != 200)
+                analysis_ms, fusion_ms, queue_ms = stage_split(phase.stages_ms)
                 rows.append(f"| {label} | {concurrency} | {len(ms)} | {phase.ok / phase.elapsed_s:.1f} | "
-                            f"{percentile(ms, 50):.0f} | {percentile(ms, 95):.0f} | {refused or 0} |")
+                            f"{percentile(ms, 50):.0f} | {percentile(ms, 95):.0f} | {refused or 0} | "
+                            f"{analysis_ms:.0f} / {fusion_ms:.0f} / {queue_ms:.0f} |")
                 print(rows[-1], flush=True)
             rss, pss, processes = server.tree_memory_mb()
             starts.append(f"| {label} | {server.cold_start_s:.1f} s | {processes} | {rss:.0f} MB | {pss:.0f} MB |")
@@ -257,6 +287,11 @@ def ray_main(args: argparse.Namespace) -> None:
          "into one FaceMesh run; `batch off`: one photo per run."),
         "",
         *rows,
+        "",
+        ("`analysis / fusion / queue ms`: medians per answered request, from its `Server-Timing` header — the "
+         "analysis work of both photos (decode → detect → landmarks → gate), the fusion work (align → engine → "
+         "blend → label → encode), and the server time outside both (waiting in queues, and with Ray moving the "
+         "request and both decoded photos between processes)."),
         "",
         "Start-up and memory (measured after the load, summed over the server process and every process below it):",
         "",

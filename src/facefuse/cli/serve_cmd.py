@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 from typing import Any
 
 from pydantic import ValidationError
@@ -52,11 +53,11 @@ def run(args: argparse.Namespace) -> int:
             "listening on %s without an API key: anyone who can reach this address can use the service",
             settings.host)
     if settings.backend == "ray":
-        return run_on_ray(settings)
+        return run_on_ray(settings, args.log_level)
     return run_local(settings, args.log_level)
 
 
-def run_on_ray(settings: ServeSettings) -> int:
+def run_on_ray(settings: ServeSettings, log_level: str) -> int:
     """Join the Ray cluster (``RAY_ADDRESS``, a local ``ray start`` cluster, or a new one-machine cluster) and run
     the application on it until Ctrl-C."""
     try:
@@ -67,7 +68,8 @@ def run_on_ray(settings: ServeSettings) -> int:
     except ImportError as exc:
         raise FacefuseError(ErrorCode.INVALID_OPTION, f"--backend ray needs Ray Serve ({exc})",
                             "install it with: pip install 'facefuse[ray]'", {"option": "backend"}) from None
-    ray.init()
+    ray.init(log_to_driver=log_level in ("debug", "info"))  # the replicas' logs, on this terminal
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # systemd/Kubernetes stop = Ctrl-C: shut down cleanly
     serve.start(http_options={"host": settings.host, "port": settings.port})
     try:
         serve.run(ray_app(settings), name="facefuse", route_prefix="/", blocking=True)
