@@ -8,7 +8,7 @@ PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c re
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: install models run test browser bench lint clean
+.PHONY: install models run test test-data browser bench lint clean
 
 install: $(VENV)/.installed models
 
@@ -36,12 +36,18 @@ browser:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "chromium is missing: sudo apt-get install chromium" >&2; exit 1; fi; }
 
-test: install $(VENV)/.test-installed browser
+# The photos, video and models the tests and benchmarks read (tests/data_manifest.json, 35 MB): copied from ../shared
+# (or FACEFUSE_TEST_DATA_MIRROR) when there is one, else downloaded by URL + SHA-256, into FACEFUSE_TEST_DATA
+# (default .test-data/). Without either it stops here with one message saying what is missing and how to provide it.
+test-data: $(VENV)/.installed
+	$(BIN)/python tests/testdata.py fetch
+
+test: install $(VENV)/.test-installed browser test-data
 	$(BIN)/python -m pytest
 
-bench: install $(VENV)/.test-installed
+bench: install $(VENV)/.test-installed test-data
 	$(BIN)/python benchmarks/load.py --backend ray
 	for s in analysis quality fusion_speed load optimize engines_cost report; do $(BIN)/python benchmarks/$$s.py || exit 1; done
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache artifacts
+	rm -rf $(VENV) build *.egg-info .pytest_cache artifacts .test-data

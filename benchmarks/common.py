@@ -13,7 +13,10 @@ from pathlib import Path
 import onnxruntime
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("FACEFUSE_SHARED", REPO.parent / "shared"))
+sys.path.insert(0, str(REPO / "tests"))
+import testdata  # tests/testdata.py: the manifest of the files benchmarks and tests read
+
+SHARED = testdata.prepared_root()  # ../shared's layout, holding the files of tests/data_manifest.json
 FACES = SHARED / "faces"
 RESULTS = REPO / "benchmarks" / "results"
 ARTIFACTS = REPO / "artifacts"

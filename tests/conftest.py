@@ -1,24 +1,42 @@
-"""Shared fixtures: real photos and models from ../shared, one warm Fuser per test session.
+"""Shared fixtures: real photos and models from the test-data root, one warm Fuser per test session.
 
-Tests fail (never skip) when ../shared is missing: a green run must mean the real data was exercised.
+The test-data root holds the files listed in tests/data_manifest.json, in ../shared's layout; the first fixture that
+needs data fills and verifies it (from ../shared or FACEFUSE_TEST_DATA_MIRROR, else by URL: see tests/testdata.py).
+Tests fail (never skip) when data is missing: a green run must mean the real data was exercised.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
 import pytest
+import testdata
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("FACEFUSE_SHARED", REPO.parent / "shared"))
-FACES = SHARED / "faces"
-MODELS_MIRROR = SHARED / "models"
+DATA = testdata.default_root()
+SHARED = DATA  # the name fixtures written against ../shared use; same layout, only the listed files
+FACES = DATA / "faces"
+MODELS_MIRROR = DATA / "models"
+
+
+@functools.cache
+def _data_problem() -> str | None:
+    """Fill and verify the test-data root once per session; the reason it cannot be, or None."""
+    try:
+        testdata.ensure(testdata.Manifest.load(), DATA, testdata.default_mirror(), allow_network=not testdata.offline())
+    except testdata.MissingData as exc:
+        return str(exc)
+    return None
 
 
 def _require(path: Path) -> Path:
+    problem = _data_problem()
+    if problem:
+        pytest.fail(problem, pytrace=False)
     if not path.exists():
-        pytest.fail(f"test data missing: {path} (the tests need ../shared beside the repository)", pytrace=False)
+        pytest.fail(f"test data missing: {path} is not listed in tests/data_manifest.json; list it with "
+                    f"`python tests/testdata.py add {path.relative_to(DATA)}`", pytrace=False)
     return path
 
 

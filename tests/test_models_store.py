@@ -17,11 +17,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from range_server import serve
 
 from facefuse.cli import main
 from facefuse.config import StoreConfig
 from facefuse.errors import ErrorCode, FacefuseError
 from facefuse.models import ModelRegistry, ModelStore, UrlSource, sha256_of
+from facefuse.models.download import partial_path
 
 
 @pytest.fixture
@@ -217,3 +219,76 @@ def test_models_path_missing_offline(cli_env: Path, tmp_path: Path, monkeypatch:
 def test_models_pull_unknown_name(cli_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_cli(capsys, "models", "pull", "nonexistent")
     assert code == 4 and "MODEL_MISSING" in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_interrupted_model_download_resumes(tmp_path: Path, mirror_dir: Path, yunet_entry) -> None:
+    """The bytes a cut-off pull left beside the cache are continued with a Range request, then verified."""
+    whole = (mirror_dir / "yunet" / "yunet_s_640_640.onnx").read_bytes()
+    (tmp_path / "up").mkdir()
+    (tmp_path / "up" / "yunet.onnx").write_bytes(whole)
+    with serve(tmp_path / "up") as (server, base):
+        entry = dataclasses.replace(yunet_entry, source=UrlSource(f"{base}/yunet.onnx"))
+        store = store_with(entry, tmp_path / "home", None)
+        part = partial_path(store.cached_path("yunet"))
+        part.parent.mkdir(parents=True)
+        part.write_bytes(whole[:100_000])
+        assert sha256_of(store.ensure("yunet")) == entry.sha256
+    assert server.requests == [("/yunet.onnx", "bytes=100000-", 206)] and not part.exists()
+
+
+# -- models shipped inside the package ---------------------------------------------------------------------------
+
+
+def shipped_entry(root: Path, payload: bytes):
+    """A package-shipped entry whose weights folder is a temporary one (the real folder belongs to the install)."""
+    import hashlib
+
+    from facefuse.models import PackageSource
+
+    (root / "tiny.onnx").write_bytes(payload)
+    base = ModelRegistry().get("yunet")
+    return dataclasses.replace(base, name="tiny_shipped", filename="tiny.onnx", size=len(payload),
+                               sha256=hashlib.sha256(payload).hexdigest(), source=PackageSource("tiny.onnx", root),
+                               mirror_paths=(), commercial_use=False)
+
+
+def test_package_shipped_model_is_verified_in_place_and_never_deleted(tmp_path: Path) -> None:
+    weights = tmp_path / "weights"
+    weights.mkdir()
+    entry = shipped_entry(weights, b"onnx bytes of a model we trained")
+    store = store_with(entry, tmp_path / "home", None, offline=True)
+    assert store.ensure("tiny_shipped") == weights / "tiny.onnx"
+    assert store.verify("tiny_shipped").status == "ok"
+    assert not (tmp_path / "home" / "models").exists(), "a shipped model is not copied into the cache"
+
+    (weights / "tiny.onnx").write_bytes(b"onnx bytes of a model we trained, altered")
+    with pytest.raises(FacefuseError) as caught:
+        store.ensure("tiny_shipped")
+    assert caught.value.code is ErrorCode.MODEL_CORRUPT and "reinstall" in caught.value.hint
+    assert (weights / "tiny.onnx").is_file(), "the installation's file is reported, not removed"
+
+    (weights / "tiny.onnx").unlink()
+    with pytest.raises(FacefuseError) as caught:
+        store.ensure("tiny_shipped")
+    assert caught.value.code is ErrorCode.MODEL_MISSING and "reinstall" in caught.value.hint
+
+
+def test_models_list_marks_shipped_and_noncommercial_models(cli_env: Path, capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    weights = tmp_path / "weights"
+    weights.mkdir()
+    entry = shipped_entry(weights, b"weights")
+    real_init = ModelRegistry.__init__
+
+    def with_shipped(self, entries=None):  # the CLI builds its own registry; extend it with the temporary entry
+        real_init(self, entries)
+        self.add(entry)
+
+    monkeypatch.setattr(ModelRegistry, "__init__", with_shipped)
+    code, out, _ = run_cli(capsys, "models", "list")
+    line = next(line for line in out.splitlines() if line.startswith("tiny_shipped "))
+    assert code == 0 and " shipped " in line and "NON-COMMERCIAL" in line and "non-commercial only" in line
+    assert "NON-COMMERCIAL" not in next(line for line in out.splitlines() if line.startswith("yunet "))
+    rows = {row["name"]: row for row in json.loads(run_cli(capsys, "models", "list", "--json")[1])["models"]}
+    assert rows["tiny_shipped"]["shipped"] and rows["tiny_shipped"]["status"] == "ok"
+    assert rows["tiny_shipped"]["path"] == str(weights / "tiny.onnx")

@@ -73,7 +73,8 @@ class QualityConfig:
 
     min_score: float = 0.7
     min_face_px: int = 40
-    max_yaw: float = 45.0
+    max_yaw: float = 60.0  # side faces up to 60° are fused (the hidden side filled from the visible one)
+    warn_yaw: float = 45.0  # beyond this a fusion succeeds with a warning in `warnings`
     max_pitch: float = 30.0
     min_sharpness: float = 12.0
 

@@ -21,6 +21,7 @@ from .config import AnalysisConfig, RuntimeConfig, StoreConfig
 from .errors import ErrorCode, FacefuseError
 from .fusion.blend import BLEND_MODES, compose
 from .fusion.engine import FusionEngine, FusionOptions
+from .fusion.occlusion import SEGMENTER_MODEL, FaceSegmenter
 from .fusion.swappers import SwapperFiles
 from .imageio import ImageInput, add_visible_mark, decode_image, encode_image, read_input_bytes
 from .models import ModelStore
@@ -52,6 +53,9 @@ class FusionResult:
                 "warnings": self.warnings}
 
 
+SEGMENTATION_MODES = ("auto", "off")
+
+
 def validate_options(options: FusionOptions) -> None:
     for name in ("profile_degree", "feature_degree"):
         value = getattr(options, name)
@@ -62,6 +66,9 @@ def validate_options(options: FusionOptions) -> None:
     if options.blend not in BLEND_MODES:
         raise FacefuseError(ErrorCode.INVALID_OPTION, f"unknown blend '{options.blend}'",
                             f"choose one of: {', '.join(BLEND_MODES)}", {"option": "blend"})
+    if options.segmentation not in SEGMENTATION_MODES:
+        raise FacefuseError(ErrorCode.INVALID_OPTION, f"unknown segmentation '{options.segmentation}'",
+                            f"choose one of: {', '.join(SEGMENTATION_MODES)}", {"option": "segmentation"})
     if not (128 <= options.crop_size <= 1024):
         raise FacefuseError(ErrorCode.INVALID_OPTION, f"crop_size must be 128–1024, got {options.crop_size}",
                             "the default 512 suits most photos", {"option": "crop_size"})
@@ -90,6 +97,7 @@ class Fuser:
         self.analyzer = FaceAnalyzer(self.store, self.runtime, self.config.analysis)
         self.cache = AnalysisCache(self.config.analysis_cache_mb * 1024 * 1024)
         self._engines: dict[str, FusionEngine] = {}
+        self._segmenter: FaceSegmenter | None = None
         self._lock = threading.Lock()
 
     def engine(self, name: str) -> FusionEngine:
@@ -100,6 +108,15 @@ class Fuser:
             if name not in self._engines:
                 self._engines[name] = make_engine(name, self.store, self.runtime, self.config.swapper_files)
             return self._engines[name]
+
+    def segmenter(self) -> FaceSegmenter | None:
+        """The occlusion segmenter, or None where ``allow_noncommercial_models`` is off (it was trained on UTKFace)."""
+        if not self.store.permits(SEGMENTER_MODEL):
+            return None
+        with self._lock:
+            if self._segmenter is None:
+                self._segmenter = FaceSegmenter(self.runtime.session(self.store.ensure(SEGMENTER_MODEL)))
+            return self._segmenter
 
     def analyze(self, image: ImageInput, role: str = "image") -> ImageAnalysis:
         """Decode and analyse one photo; errors name ``role`` ("source"/"target") when it is not "image".
@@ -163,25 +180,41 @@ class Fuser:
         prepared = engine.prepare_source(source_analysis.image, source_face)
         watch.lap("prepare_source")
         image = target_analysis.image
+        warnings = [f"skipped target face at {np.round(f.box).astype(int).tolist()}: {f.issues[0].message}"
+                    for f in target_analysis.faces if f.issues and options.target_face == "all"]
+        warn_yaw = self.config.analysis.quality.warn_yaw
+        warnings += [w for face, role in [(source_face, "source"), *((f, "target") for f in target_faces)]
+                     for w in _side_face_warnings(face, role, warn_yaw)]
         if options.profile_degree == 0 and options.feature_degree == 0:
             faces_out = [_face_report(f, target_analysis) for f in target_faces]
         else:
+            segmenter = self.segmenter() if options.segmentation == "auto" else None
+            if segmenter is None and options.segmentation == "auto":
+                warnings.append("occlusion masks off: the face segmenter is a non-commercial model and "
+                                "allow_noncommercial_models is false; classic geometric masks were used")
             faces_out = []
             for face in target_faces:
                 rendered = engine.render(prepared, image, face, options)
                 watch.lap("render")
-                image = compose(image, rendered, options)
+                parsing = segmenter.parse(rendered) if segmenter is not None else None
+                watch.lap("segment")
+                image = compose(image, rendered, options, parsing)
                 watch.lap("blend")
                 faces_out.append(_face_report(face, target_analysis))
         if options.visible_label:
             image = add_visible_mark(image)
         watch.lap("label")
-        warnings = [f"skipped target face at {np.round(f.box).astype(int).tolist()}: {f.issues[0].message}"
-                    for f in target_analysis.faces if f.issues and options.target_face == "all"]
         timings = {**{f"source_{k}": v for k, v in source_analysis.timings_ms.items()},
                    **{f"target_{k}": v for k, v in target_analysis.timings_ms.items()}, **watch.timings}
         timings["total"] = sum(watch.timings.values())
         return FusionResult(image, faces_out, timings, warnings)
+
+
+def _side_face_warnings(face: Face, role: str, limit: float) -> list[str]:
+    if face.pose is None or abs(face.pose.yaw) <= limit:
+        return []
+    return [f"the {role} face is turned {abs(face.pose.yaw):.0f}° (over {limit:.0f}°): its hidden side is filled "
+            f"from the visible side, so expect less of the source's likeness there"]
 
 
 def _chosen(analysis: ImageAnalysis, choice: str | int, role: str, *, allow_all: bool) -> list[Face]:

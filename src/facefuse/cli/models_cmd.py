@@ -13,7 +13,7 @@ from typing import Any
 
 from ..config import StoreConfig
 from ..errors import ErrorCode, FacefuseError
-from ..models import ModelEntry, ModelStore, VerifyResult
+from ..models import ModelEntry, ModelStore, PackageSource, VerifyResult
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -51,7 +51,8 @@ def entry_row(entry: ModelEntry, state: VerifyResult) -> dict[str, Any]:
     size = entry.size if entry.size is not None else (state.path.stat().st_size if state.path.is_file() else None)
     return {"name": entry.name, "task": entry.task.value, "size": size, "licence": entry.licence_note,
             "commercial_use": entry.commercial_use, "default": entry.default, "status": state.status,
-            "cached": state.status in ("ok", "unverified"), "path": str(state.path),
+            "cached": state.status in ("ok", "unverified"), "shipped": isinstance(entry.source, PackageSource),
+            "path": str(state.path),
             "source": entry.source.describe(), "input": entry.input.describe(), "description": entry.description}
 
 
@@ -67,13 +68,17 @@ def run_list(args: argparse.Namespace) -> int:
         print(json.dumps({"cache_dir": str(store.cache_dir), "models": rows}))
         return 0
     width = max(len(row["name"]) for row in rows)
-    print(f"{'NAME':<{width}}  {'TASK':<10}  {'SIZE':>8}  {'CACHED':<9}  LICENCE")
+    print(f"{'NAME':<{width}}  {'TASK':<10}  {'SIZE':>8}  {'CACHED':<9}  {'USE':<14}  LICENCE")
     for row in rows:
-        status = "yes" if row["cached"] else row["status"]
+        status = row["status"] if not row["cached"] else "shipped" if row["shipped"] else "yes"
+        use = "any" if row["commercial_use"] else "NON-COMMERCIAL"
         default = " [default]" if row["default"] else ""
-        print(f"{row['name']:<{width}}  {row['task']:<10}  {_size_text(row['size']):>8}  {status:<9}  "
+        print(f"{row['name']:<{width}}  {row['task']:<10}  {_size_text(row['size']):>8}  {status:<9}  {use:<14}  "
               f"{row['licence']}{default}")
     print(f"cache: {store.cache_dir}")
+    if any(not row["commercial_use"] for row in rows):
+        print("NON-COMMERCIAL models may only be used for non-commercial research; "
+              "set FACEFUSE_ALLOW_NONCOMMERCIAL_MODELS=0 to keep the pipeline off them")
     return 0
 
 

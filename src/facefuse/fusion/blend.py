@@ -17,27 +17,12 @@ import cv2
 import numpy as np
 
 from .engine import FusionOptions, RenderedFace
+from .occlusion import FaceParsing
+from .relight import relight
 
 PYRAMID_LEVELS = 5
 BLEND_MODES = ("multiband", "poisson")
 CONTRAST_LIMITS = (0.8, 1.25)  # the most colour matching may shrink or stretch the face's contrast, locally
-LIGHTING_SIGMA_FRACTION = 1 / 8  # of the crop size: broad shading only, never features such as brows or a beard
-LIGHTING_STRENGTH = 0.7
-
-
-def _low_pass(channel: np.ndarray, weight: np.ndarray, sigma: float) -> np.ndarray:
-    """Blur that only averages pixels inside ``weight``, so background never leaks into the face.
-
-    Computed at 1/8 resolution and scaled back up: only shading wider than ``sigma`` is wanted, and this costs
-    well under a millisecond instead of tens.
-    """
-    height, width = channel.shape
-    small = (max(1, width // 8), max(1, height // 8))
-    c = cv2.resize(channel * weight, small, interpolation=cv2.INTER_AREA)
-    w = cv2.resize(weight, small, interpolation=cv2.INTER_AREA)
-    k = int(sigma / 8 * 3) * 2 + 1
-    blurred = cv2.GaussianBlur(c, (k, k), sigma / 8) / np.maximum(cv2.GaussianBlur(w, (k, k), sigma / 8), 1e-4)
-    return cv2.resize(blurred, (width, height), interpolation=cv2.INTER_LINEAR)
 
 
 def _uint8_quantiles(values: np.ndarray, quantiles: np.ndarray) -> np.ndarray:
@@ -68,11 +53,13 @@ def _histogram_luts(face_lab: np.ndarray, target_lab: np.ndarray, weight: np.nda
     return np.clip(np.stack(luts, axis=1) + 0.5, 0, 255).astype(np.uint8)
 
 
-def match_colour(face: np.ndarray, target: np.ndarray, mask: np.ndarray) -> np.ndarray:
+def match_colour(face: np.ndarray, target: np.ndarray, mask: np.ndarray, face_skin: np.ndarray | None = None,
+                 target_skin: np.ndarray | None = None) -> np.ndarray:
     """The face's colours and lighting moved to the target's inside ``mask`` (both uint8 RGB crops).
 
     Histogram matching per channel in Lab (perceptual: lightness apart from colour) fixes skin tone and contrast,
-    applied as lookup tables on OpenCV's 8-bit Lab; then the target's broad shading replaces the face's.
+    applied as lookup tables on OpenCV's 8-bit Lab; then :func:`relight` gives the face the target's shading,
+    read from each photo's own bare skin (``face_skin``/``target_skin``; the eroded mask when not given).
     """
     # the inner face: skin and features in both photos, without the hair and background near the mask's edge
     inner = cv2.erode((mask > 0.5).astype(np.uint8), np.ones((3, 3), np.uint8), iterations=max(1, face.shape[0] // 40))
@@ -81,11 +68,11 @@ def match_colour(face: np.ndarray, target: np.ndarray, mask: np.ndarray) -> np.n
         return face
     face_lab = cv2.cvtColor(face, cv2.COLOR_RGB2Lab)
     target_lab = cv2.cvtColor(target, cv2.COLOR_RGB2Lab)
-    matched = cv2.LUT(face_lab, _histogram_luts(face_lab, target_lab, weight)[None]).astype(np.float32)
-    sigma = face.shape[0] * LIGHTING_SIGMA_FRACTION
-    light = _low_pass(target_lab[..., 0].astype(np.float32), weight, sigma) - _low_pass(matched[..., 0], weight, sigma)
-    matched[..., 0] += LIGHTING_STRENGTH * light
-    return cv2.cvtColor(np.clip(matched + 0.5, 0, 255).astype(np.uint8), cv2.COLOR_Lab2RGB)
+    matched = cv2.cvtColor(cv2.LUT(face_lab, _histogram_luts(face_lab, target_lab, weight)[None]), cv2.COLOR_Lab2RGB)
+    columns = np.flatnonzero(weight.max(axis=0))
+    face_width = float(columns[-1] - columns[0] + 1)
+    return relight(matched, target, weight if face_skin is None else face_skin,
+                   weight if target_skin is None else target_skin, face_width)
 
 
 def multiband_blend(foreground: np.ndarray, background: np.ndarray, alpha: np.ndarray,
@@ -168,10 +155,13 @@ def _bounding_box(mask: np.ndarray, pad: int = 0) -> tuple[tuple[int, int], tupl
             (min(width - 1, cols[-1] + pad), min(height - 1, rows[-1] + pad)))
 
 
-def compose(image: np.ndarray, rendered: RenderedFace, options: FusionOptions) -> np.ndarray:
-    """The target photo with the rendered face colour-matched, blended, sharpened and pasted back.
+def compose(image: np.ndarray, rendered: RenderedFace, options: FusionOptions,
+            parsing: FaceParsing | None = None) -> np.ndarray:
+    """The target photo with the rendered face relit, blended, sharpened and pasted back.
 
-    All of it runs on the bounding box of the changed region only (about half the crop).
+    ``parsing`` (the segment stage's masks) keeps the target's occluders and hair on top and keeps the source's
+    hair and glasses out; without it the engine's geometric masks alone decide. All of it runs on the bounding box
+    of the changed region only (about half the crop).
     """
     region = rendered.region if rendered.region is not None else rendered.mask
     box = _bounding_box(region, pad=8)
@@ -180,7 +170,7 @@ def compose(image: np.ndarray, rendered: RenderedFace, options: FusionOptions) -
     (x0, y0), (x1, y1) = box
     sub = (slice(y0, y1 + 1), slice(x0, x1 + 1))
     crop, target, mask = rendered.crop[sub], rendered.target_crop[sub], rendered.mask[sub]
-    face = match_colour(crop, target, mask)
+    face_skin = target_skin = None if rendered.skin is None else rendered.skin[sub]
     # The target's eyes and mouth interior go into the face *before* the multi-band blend: a small hole in the blend
     # mask would otherwise be filled by the face's low frequencies (pink teeth, washed-out irises). Outside the mask
     # the engine's crop is meaningless (the source's background, suit, hair) and the pyramid's coarse levels would
@@ -188,12 +178,25 @@ def compose(image: np.ndarray, rendered: RenderedFace, options: FusionOptions) -
     keep = np.where(mask > 0.01, 0.0, 1.0).astype(np.float32)
     if rendered.keep_target is not None:
         keep = np.maximum(keep, rendered.keep_target[sub])
+    if parsing is not None:
+        covered = np.maximum(parsing.target_keep[sub], parsing.source_hidden[sub])
+        keep = np.maximum(keep, covered)
+        base = np.ones_like(mask) if face_skin is None else face_skin
+        face_skin = base * parsing.source_skin[sub] * (1.0 - parsing.source_hidden[sub])
+        target_skin = base * parsing.target_skin[sub] * (1.0 - parsing.target_keep[sub])
+    face = match_colour(crop, target, mask, face_skin, target_skin)
     face = cv2.blendLinear(face, target, 1.0 - keep, keep)
     if options.blend == "poisson":
         blended = poisson_blend(face, target, mask)
     else:
         blended = multiband_blend(face, target, mask)
-    blended = unsharp(blended, options.sharpen, mask)
+    if parsing is not None:
+        # an occluder's own edges must stay crisp: the pyramid would soften a glasses frame into the new skin
+        on_top = parsing.target_keep[sub] * (mask > 0.01)
+        blended = cv2.blendLinear(target, blended, on_top, 1.0 - on_top)
+        blended = unsharp(blended, options.sharpen, mask * (1.0 - on_top))
+    else:
+        blended = unsharp(blended, options.sharpen, mask)
     to_box = rendered.matrix.copy()
     to_box[:, 2] -= (x0, y0)  # image → the box's own pixels
     return paste_back(image, blended, region[sub], to_box)

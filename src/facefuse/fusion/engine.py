@@ -34,6 +34,9 @@ class FusionOptions:
     crop_size: int = 512
     blend: str = "multiband"  # or "poisson"
     sharpen: float = 0.35
+    # "auto": the trained segmenter keeps the target's glasses, fringe and hands on top and the source's hair out,
+    # when the licence setting allows it (else the classic masks, with a warning); "off": classic masks only
+    segmentation: str = "off"
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -53,7 +56,9 @@ class RenderedFace:
     reshapes the face returns it already reshaped); ``mask`` (float32, 0–1) marks where the new face replaces the
     target; ``keep_target`` (float32, 0–1) marks regions that must stay the target's (eyes, mouth interior);
     ``region`` marks every crop pixel that may differ from the original target (default: the mask), and is what
-    gets pasted back, so pixels outside it stay byte-identical.
+    gets pasted back, so pixels outside it stay byte-identical. ``skin`` (float32, 0–1) marks the bare skin of the
+    new geometry (no brows, eyes, lips): where the relight stage reads each photo's shading; engines that know no
+    geometry leave it ``None`` and the relight stage uses the eroded mask.
     """
 
     crop: np.ndarray
@@ -62,6 +67,7 @@ class RenderedFace:
     matrix: np.ndarray
     keep_target: np.ndarray | None = None
     region: np.ndarray | None = None
+    skin: np.ndarray | None = None
 
 
 class FusionEngine(Protocol):

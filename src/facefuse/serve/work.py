@@ -90,7 +90,8 @@ def models_report(fuser: Fuser, engine: str) -> dict[str, Any]:
         "detector": fuser.config.analysis.detector,
         "engine": engine,
         "providers": fuser.runtime.providers,
-        "models": [{"name": e.name, "task": e.task.value, "licence": e.licence_note, "default": e.default,
+        "models": [{"name": e.name, "task": e.task.value, "licence": e.licence_note,
+                    "commercial_use": e.commercial_use, "default": e.default,
                     "cached": fuser.store.cached_path(e.name).exists(), "description": e.description}
                    for e in fuser.store.registry],
     }
