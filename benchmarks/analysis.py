@@ -15,7 +15,7 @@ from common import FACES, child_run, machine, median, write_section
 from facefuse.analysis import analyzer as analyzer_module
 from facefuse.analysis.analyzer import FaceAnalyzer
 from facefuse.analysis.detectors import DETECTOR_NAMES
-from facefuse.analysis.evaluation import landmark_nme, load_dlib_annotations, match_faces
+from facefuse_eval.analysis import landmark_nme, load_dlib_annotations, match_faces
 from facefuse.config import AnalysisConfig, RuntimeConfig
 from facefuse.imageio import decode_image
 from facefuse.models import ModelStore

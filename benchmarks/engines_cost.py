@@ -1,6 +1,6 @@
 """Which engine should a CPU user pick: compute per face of every supported swapper against the mesh engine.
 
-GFLOPs are counted from each ONNX graph (facefuse.optimize.flops) when the file is on this machine; the swapper
+GFLOPs are counted from each ONNX graph (facefuse_eval.flops) when the file is on this machine; the swapper
 weights are not downloadable here, so for those the table says so instead of guessing. The CPU's sustained
 throughput is measured on the pipeline's own convnets (GFLOPs counted the same way ÷ measured latency), and a
 swapper's CPU time per face is estimated as its GFLOPs ÷ the best throughput seen — a lower bound.
@@ -17,7 +17,7 @@ from common import FACES, machine, median, write_section
 from facefuse.fusion.engine import FusionOptions
 from facefuse.fusion.swappers import SWAPPERS
 from facefuse.models import ModelStore
-from facefuse.optimize.flops import count_macs
+from facefuse_eval.flops import count_macs
 from facefuse.pipeline import Fuser, FuserConfig
 from facefuse.runtime import Runtime
 

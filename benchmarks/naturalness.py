@@ -24,7 +24,7 @@ from common import ARTIFACTS, FACES, machine, median, write_section
 
 from facefuse.errors import FacefuseError
 from facefuse.fusion.engine import FusionOptions
-from facefuse.fusion.evaluation import IdentityJudge
+from facefuse_eval.fusion import IdentityJudge
 from facefuse.geometry.regions import FACE_OVAL, LEFT_BROW, RIGHT_BROW
 from facefuse.pipeline import Fuser
 from facefuse_eval.lighting import lighting_error

@@ -13,7 +13,7 @@ from common import FACES, SHARED, machine, median, write_section
 
 from facefuse.config import AnalysisConfig, RuntimeConfig, StoreConfig
 from facefuse.fusion.engine import FusionOptions
-from facefuse.fusion.evaluation import IdentityJudge
+from facefuse_eval.fusion import IdentityJudge
 from facefuse.models import ModelStore
 from facefuse.optimize import Int8Options, OptimizeRequest, QualityReport, optimize_model
 from facefuse.pipeline import Fuser, FuserConfig

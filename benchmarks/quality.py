@@ -21,7 +21,7 @@ from common import ARTIFACTS, FACES, RESULTS, machine, median, write_section
 
 from facefuse.errors import FacefuseError
 from facefuse.fusion.engine import FusionOptions
-from facefuse.fusion.evaluation import IdentityJudge, face_region, openness, psnr_outside, seam_score
+from facefuse_eval.fusion import IdentityJudge, face_region, openness, psnr_outside, seam_score
 from facefuse.pipeline import Fuser
 
 KNN = FACES / "face_recognition" / "knn_examples"

@@ -21,6 +21,7 @@ from typing_extensions import Self
 from facefuse.config import StoreConfig
 from facefuse.errors import ERROR_TABLE, ErrorCode
 from facefuse.serve import ServeSettings, create_app
+from facefuse.serve.server import server_config
 
 
 def free_port() -> int:
@@ -80,8 +81,7 @@ class LiveServer(_Live):
         self.app = create_app(self.settings, store=store)
         self.url = f"http://127.0.0.1:{self.settings.port}"
         self.wait_ready = wait_ready
-        self._server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.settings.port,
-                                                     log_level="warning", lifespan="on"))
+        self._server = uvicorn.Server(server_config(self.app, self.settings, log_level="warning", lifespan="on"))
         self._thread = threading.Thread(target=self._server.run, name="live-server", daemon=True)
 
     def __enter__(self) -> Self:

@@ -15,7 +15,7 @@ import pytest
 
 from facefuse.analysis.analyzer import FaceAnalyzer
 from facefuse.analysis.detectors import DETECTOR_NAMES, make_detector
-from facefuse.analysis.evaluation import landmark_nme, load_dlib_annotations, match_faces
+from facefuse_eval.analysis import landmark_nme, load_dlib_annotations, match_faces
 from facefuse.analysis.select import select_faces
 from facefuse.analysis.types import ImageAnalysis
 from facefuse.config import AnalysisConfig, StoreConfig
@@ -158,6 +158,27 @@ def test_rotation_retry_can_be_switched_off(faces_dir: Path, store: ModelStore, 
     analysis = analyzer.analyze(photo(faces_dir, "insightface/inspireface/rotate/rot_180.jpg"))
     assert analysis.rotation == 0
     assert not any(f.accepted for f in analysis.faces)
+
+
+@pytest.mark.parametrize("name", ["obama.jpg", "biden.jpg"])
+def test_a_photo_turned_upside_down_is_reported_as_turned_180(faces_dir: Path, analyzer: FaceAnalyzer,
+                                                              name: str) -> None:
+    """These portraits, turned 180°, are first found sideways in the 90° view (roll about −90° there); the
+    analyzer must look again in the view that shows the head upright and report that turn."""
+    upright = analyzer.analyze(photo(faces_dir, f"face_recognition/{name}"))
+    analysis = analyzer.analyze(np.ascontiguousarray(photo(faces_dir, f"face_recognition/{name}")[::-1, ::-1]))
+    assert analysis.rotation == 180 and len(analysis.faces) == 1
+    assert abs(analysis.faces[0].pose.roll - upright.faces[0].pose.roll) < 5
+
+
+def test_a_huge_photo_is_analysed_on_a_reduced_copy_with_full_size_coordinates(faces_dir: Path,
+                                                                              analyzer: FaceAnalyzer) -> None:
+    image = photo(faces_dir, "face_recognition/obama.jpg")
+    big = cv2.resize(image, (image.shape[1] * 4, image.shape[0] * 4), interpolation=cv2.INTER_CUBIC)  # 3640×4548
+    small, big_analysis = analyzer.analyze(image).faces[0], analyzer.analyze(big).faces[0]
+    assert np.allclose(big_analysis.box, small.box * 4, atol=0.03 * small.box[2] * 4)
+    eyes = np.linalg.norm(small.keypoints[0] - small.keypoints[1]) * 4
+    assert np.linalg.norm(big_analysis.landmarks[:, :2] - small.landmarks[:, :2] * 4, axis=1).mean() < 0.05 * eyes
 
 
 # -- pose sign conventions ---------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import pytest
 
 from facefuse.errors import ErrorCode, FacefuseError
 from facefuse.fusion.engine import FusionOptions
-from facefuse.fusion.evaluation import IdentityJudge, face_region, openness
+from facefuse_eval.fusion import IdentityJudge, face_region, openness
 from facefuse.imageio import decode_image, read_label
 
 FULL = dict(profile_degree=100, feature_degree=100, visible_label=False)

@@ -11,8 +11,10 @@ import dataclasses
 import functools
 import http.server
 import json
+import os
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -106,6 +108,47 @@ def test_unhashed_models_get_a_recorded_hash_that_catches_damage(tmp_path: Path,
     assert store.verify("yunet").status == "ok"
     path.write_bytes(path.read_bytes()[:-10])
     assert store.verify("yunet").status == "corrupt"
+
+
+def test_a_cached_file_is_hashed_once_then_trusted_while_size_and_mtime_hold(tmp_path: Path, mirror_dir: Path,
+                                                                              yunet_entry) -> None:
+    store = store_with(yunet_entry, tmp_path, mirror_dir)
+    path = store.ensure("yunet")
+    stat = path.stat()
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # same size; the modification time is put back as it was
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert store.verify("yunet").status == "ok"  # trusted from the sidecar: not re-read
+    assert store.verify("yunet", rehash=True).status == "corrupt"  # `facefuse models verify` reads every byte
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # touched: hashed again, and caught
+    assert store.verify("yunet").status == "corrupt"
+
+
+def test_interrupted_copies_are_cleaned_on_start_and_resumable_downloads_kept(tmp_path: Path, mirror_dir: Path,
+                                                                                 yunet_entry) -> None:
+    cache = tmp_path / "models"
+    cache.mkdir(parents=True)
+    old, fresh, resumable = cache / ".part-k1ll3d", cache / ".part-busy", cache / ".yunet_s_640_640.onnx.part"
+    for leftover in (old, fresh, resumable):
+        leftover.write_bytes(b"x" * 100)
+    two_hours_ago = time.time() - 7200
+    os.utime(old, (two_hours_ago, two_hours_ago))
+    os.utime(resumable, (two_hours_ago, two_hours_ago))
+    store_with(yunet_entry, tmp_path, mirror_dir)
+    assert not old.exists() and fresh.exists() and resumable.exists()
+
+
+def test_install_is_atomic_and_records_the_hash(tmp_path: Path, mirror_dir: Path, yunet_entry) -> None:
+    store = store_with(yunet_entry, tmp_path, mirror_dir)
+    made = tmp_path / "made.onnx"
+    made.write_bytes(store.ensure("yunet").read_bytes())
+    store.registry.get("yunet@int8")  # a locally made variant's entry
+    final = store.install("yunet@int8", made, {".report.json": '{"passed": true}'})
+    assert final.name == "yunet_s_640_640.int8.onnx" and store.verify("yunet@int8").status == "ok"
+    assert final.with_name(final.name + ".report.json").read_text() == '{"passed": true}'
+    assert "size=" in final.with_name(final.name + ".sha256").read_text()
+    assert not list(final.parent.glob(".part-*"))
 
 
 def test_missing_when_mirror_empty_and_network_unreachable(tmp_path: Path, yunet_entry) -> None:

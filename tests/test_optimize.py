@@ -70,6 +70,21 @@ def test_calibration_inputs_are_the_pipelines_own(home, photos):
     assert mesh[0]["input_1"].shape == (1, 3, 192, 192) and 0.0 <= mesh[0]["input_1"].min() < mesh[0]["input_1"].max() <= 1.0
 
 
+def test_calibration_reads_every_photo_format_the_decoder_reads(home, tmp_path, faces_dir):
+    """PGM photos (the dlib and ORL face sets ship them) used to be skipped by `optimize --calibration`."""
+    from PIL import Image
+
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    face = Image.open(faces_dir / "face_recognition/obama-480p.jpg")
+    face.convert("L").save(folder / "grey.pgm")
+    face.save(folder / "colour.png")
+    (folder / "notes.txt").write_text("not a photo")
+    assert [p.name for p in photo_paths(folder)] == ["colour.png", "grey.pgm"]
+    samples = load_samples(photo_paths(folder), FaceAnalyzer(ModelStore(home), Runtime()))
+    assert len(samples) == 2 and all(s.faces for s in samples)
+
+
 def test_calibration_and_holdout_never_overlap(photos, faces_dir):
     calib, held = split_photos(OptimizeRequest("x", "int8", calibration=faces_dir / "face_recognition",
                                                max_images=30))

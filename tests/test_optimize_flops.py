@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from facefuse.optimize.flops import count_macs
+from facefuse_eval.flops import count_macs
 
 
 def _init(name: str, *shape: int) -> onnx.TensorProto:

@@ -50,29 +50,33 @@ def test_missing_requested_provider_falls_back_to_cpu() -> None:
     assert choose_providers(("dml",), GPU_BOX) == ["CPUExecutionProvider"]
 
 
-def test_tensorrt_options(tmp_path: Path) -> None:
-    config = RuntimeConfig(device_id=1, trt_workspace_mb=512, trt_fp16=False, trt_cache_dir=tmp_path)
-    options = provider_options("TensorrtExecutionProvider", config)
-    assert options["device_id"] == 1
-    assert options["trt_max_workspace_size"] == 512 * 1024 * 1024
-    assert options["trt_fp16_enable"] is False
-    assert options["trt_engine_cache_enable"] is True and options["trt_engine_cache_path"] == str(tmp_path)
-    assert options["trt_timing_cache_path"] == str(tmp_path)
-    no_cache = provider_options("TensorrtExecutionProvider", RuntimeConfig())
-    assert no_cache["trt_engine_cache_enable"] is False and "trt_engine_cache_path" not in no_cache
+def test_gpu_flags_and_settings_reach_every_gpu_provider(tmp_path: Path, monkeypatch) -> None:
+    """The GPU options are given once (a flag, or a FACEFUSE_* setting of the service) and each provider gets them
+    in its own option names; the TensorRT engine cache is always on, so a built engine is reused."""
+    from facefuse.cli import build_parser
+    from facefuse.cli.options import fuser_config
+    from facefuse.serve.settings import ServeSettings
 
-
-def test_cuda_options() -> None:
-    options = provider_options("CUDAExecutionProvider", RuntimeConfig(device_id=2, gpu_mem_limit_mb=3072))
-    assert options["device_id"] == 2
-    assert options["gpu_mem_limit"] == 3072 * 1024 * 1024
-    assert options["arena_extend_strategy"] == "kSameAsRequested"
-    assert "gpu_mem_limit" not in provider_options("CUDAExecutionProvider", RuntimeConfig())
-
-
-def test_directml_and_cpu_options() -> None:
-    assert provider_options("DmlExecutionProvider", RuntimeConfig(device_id=1)) == {"device_id": 1}
-    assert provider_options("CPUExecutionProvider", RuntimeConfig()) == {}
+    args = build_parser().parse_args(["detect", "x.jpg", "--device-id", "1", "--trt-workspace-mb", "512",
+                                      "--no-trt-fp16", "--trt-cache-dir", str(tmp_path), "--gpu-mem-limit-mb", "3072"])
+    from_cli = fuser_config(args).runtime
+    monkeypatch.setenv("FACEFUSE_DEVICE_ID", "1")
+    monkeypatch.setenv("FACEFUSE_TRT_WORKSPACE_MB", "512")
+    monkeypatch.setenv("FACEFUSE_TRT_FP16", "false")
+    monkeypatch.setenv("FACEFUSE_TRT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("FACEFUSE_GPU_MEM_LIMIT_MB", "3072")
+    from_service = ServeSettings().fuser_config().runtime
+    for config in (from_cli, from_service):
+        trt = provider_options("TensorrtExecutionProvider", config)
+        assert (trt["device_id"], trt["trt_max_workspace_size"], trt["trt_fp16_enable"]) == (1, 512 * 2**20, False)
+        assert trt["trt_engine_cache_enable"] and trt["trt_engine_cache_path"] == str(tmp_path)
+        cuda = provider_options("CUDAExecutionProvider", config)
+        assert (cuda["device_id"], cuda["gpu_mem_limit"]) == (1, 3072 * 2**20)
+        assert provider_options("DmlExecutionProvider", config)["device_id"] == 1
+    default = RuntimeConfig()
+    assert "gpu_mem_limit" not in provider_options("CUDAExecutionProvider", default)
+    assert provider_options("TensorrtExecutionProvider", default)["trt_engine_cache_path"].endswith("tensorrt")
+    assert provider_options("CPUExecutionProvider", default) == {}
 
 
 def test_threads_are_divided_between_concurrent_calls() -> None:

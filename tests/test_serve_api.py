@@ -10,7 +10,9 @@ import base64
 import io
 import json
 import os
+import contextlib
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -208,19 +210,32 @@ def test_bad_options(client, photos):
     assert_error(bad_base64, ErrorCode.BAD_REQUEST)
 
 
-def _raw_post(server: LiveServer, head: str, body: bytes) -> tuple[int, dict]:
-    """Send a request by hand (so the client cannot refuse to send it) and read the status and JSON body."""
+def _raw_post(server: LiveServer, head: str, body: bytes) -> tuple[int, dict, bytes]:
+    """Send a request by hand (so the client cannot refuse to send it) and read the status, JSON body and headers.
+
+    The body is sent from a second thread while this one reads: a server that refuses early answers and closes the
+    connection without reading the rest (``Connection: close``), and the sender then sees the connection reset."""
     port = int(server.url.rsplit(":", 1)[1])
     with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
-        sock.sendall(head.encode() + b"\r\n\r\n" + body)
+        def send() -> None:
+            try:
+                sock.sendall(head.encode() + b"\r\n\r\n" + body)
+            except OSError:
+                pass
+
+        sender = threading.Thread(target=send)
+        sender.start()
         received = b""
         while b"\r\n\r\n" not in received or len(received.split(b"\r\n\r\n", 1)[1]) < _length(received):
             chunk = sock.recv(65536)
             if not chunk:
                 break
             received += chunk
+        with contextlib.suppress(OSError):  # already reset by the server, or not: either way stop the sender
+            sock.shutdown(socket.SHUT_RDWR)
+        sender.join()
     header, _, payload = received.partition(b"\r\n\r\n")
-    return int(header.split()[1]), json.loads(payload)
+    return int(header.split()[1]), json.loads(payload), header.lower()
 
 
 def _length(response: bytes) -> int:
@@ -233,17 +248,19 @@ def _length(response: bytes) -> int:
 
 def test_oversized_body_refused_from_its_declared_length_before_it_is_sent(server):
     declared = 50 * 1024 * 1024  # only a few bytes follow: the server must answer without waiting for the rest
-    status, body = _raw_post(server, f"POST /v1/fuse HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; "
-                                     f"boundary=b\r\nContent-Length: {declared}", b"--b\r\n")
+    status, body, headers = _raw_post(server, f"POST /v1/fuse HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                                              f"multipart/form-data; boundary=b\r\nContent-Length: {declared}", b"--b\r\n")
     assert status == 413 and body["error"]["code"] == "IMAGE_TOO_LARGE"
+    assert body["error"]["message"] == "the request body is over 3 MiB"
+    assert b"connection: close" in headers  # the rest of the body is never read
     assert body["error"]["details"]["max_body_bytes"] == 3 * 1024 * 1024
 
 
 def test_oversized_chunked_body_refused_while_reading(server):
     chunk = b"x" * 65536
     chunks = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(4 * 16 + 2)) + b"0\r\n\r\n"
-    status, body = _raw_post(server, "POST /v1/fuse HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                                     "Transfer-Encoding: chunked", chunks)
+    status, body, _ = _raw_post(server, "POST /v1/fuse HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                                        "application/json\r\nTransfer-Encoding: chunked", chunks)
     assert status == 413 and body["error"]["code"] == "IMAGE_TOO_LARGE"
     assert 3 * 1024 * 1024 < body["error"]["details"]["bytes_read"] < len(chunk) * (4 * 16 + 2)  # stopped early
 
@@ -323,7 +340,7 @@ def test_not_ready_when_models_cannot_be_loaded(case, tmp_path, store_config, ph
     if case == "models missing offline":
         store, settings, cause = StoreConfig(home=tmp_path, mirror=None, offline=True), {}, "MODEL_MISSING"
     else:
-        store, settings, cause = store_config, {"engine": "no-such-engine"}, "INVALID_OPTION"
+        store, settings, cause = store_config, {"engines": "no-such-engine"}, "INVALID_OPTION"
     with LiveServer(store, wait_ready=False, **settings) as live, httpx.Client(base_url=live.url, timeout=60) as http:
         for _ in range(600):
             error = assert_error(http.get("/readyz"), ErrorCode.NOT_READY)

@@ -1,5 +1,5 @@
-"""TensorRT configuration that can be checked without TensorRT: profiles from a model's dynamic axes, the engine
-cache key, the ONNX Runtime option strings, and the fallback to ONNX Runtime when TensorRT is absent."""
+"""TensorRT optimisation profiles, checked without TensorRT: min/opt/max shapes from a model's dynamic axes and
+the ONNX Runtime option strings they become (the engine cache itself is ONNX Runtime's TensorRT provider's)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ from onnx import TensorProto, helper
 
 from facefuse.errors import ErrorCode, FacefuseError
 from facefuse.models import ModelStore
-from facefuse.optimize.tensorrt import (DimRange, TrtBuildConfig, cache_key, engine_or_onnx, engine_path,
-                                        input_profiles, ort_profile_options, tensorrt_available)
+from facefuse.tensorrt_profiles import DimRange, input_profiles, ort_profile_options
 
 
 def test_dynamic_axes_get_min_opt_max_and_fixed_axes_stay(store_config):
@@ -48,32 +47,7 @@ def test_an_axis_with_no_known_role_needs_a_range(tmp_path: Path):
     assert input_profiles(path, {"length": DimRange(1, 16, 64)})[0].max == (1, 64)
 
 
-def test_cache_key_changes_with_each_of_its_four_parts():
-    base = ("a" * 64, "NVIDIA GeForce RTX 3060", "10.0.1", "fp16")
-    key = cache_key(*base)
-    assert key == cache_key(*base) and len(key) == 64
-    for i, other in enumerate(["b" * 64, "NVIDIA GeForce RTX 4090", "10.0.2", "int8"]):
-        changed = list(base)
-        changed[i] = other
-        assert cache_key(*changed) != key
-    assert engine_path(Path("/c"), Path("/m/yunet.onnx"), key) == Path(f"/c/yunet-{key[:20]}.engine")
-
-
-def test_build_config_defaults_and_validation():
-    config = TrtBuildConfig()
-    assert config.precision == "fp16" and config.workspace_bytes == 256 * 2**20
-    with pytest.raises(FacefuseError):
-        TrtBuildConfig(precision="int4")
-    with pytest.raises(FacefuseError):
-        TrtBuildConfig(workspace_mb=4)
-    with pytest.raises(FacefuseError):
+def test_a_range_must_be_ordered():
+    with pytest.raises(FacefuseError) as caught:
         DimRange(4, 2, 8)
-
-
-def test_without_tensorrt_the_onnx_file_is_used(store_config, tmp_path: Path):
-    path = ModelStore(store_config).ensure("yunet")
-    result = engine_or_onnx(path, TrtBuildConfig(), tmp_path)
-    if tensorrt_available():  # a GPU machine builds (or finds) a cached engine instead
-        assert result.suffix == ".engine" and result.parent == tmp_path
-    else:
-        assert result == path and not any(tmp_path.iterdir())
+    assert caught.value.code is ErrorCode.INVALID_OPTION

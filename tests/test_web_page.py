@@ -90,6 +90,10 @@ def test_fuse_on_desktop_then_slider_then_no_face_hint(browser, server, photos):
     try:
         assert "consent" in page.locator("#consent-notice").inner_text().lower()
         assert page.locator("#visible-label").is_checked()
+        # the controls are built from GET /v1/options: every request option, no operator-only one
+        assert page.locator("#blend option").all_inner_texts() == ["multiband", "poisson"]
+        assert page.locator("#sharpen").get_attribute("max") == "1"
+        assert page.locator("#crop-size").count() == 0
         page.set_input_files("#source-file", photos["source"])
         page.set_input_files("#target-file", photos["target"])
         first = wait_for_new_result(page, "")
@@ -101,8 +105,8 @@ def test_fuse_on_desktop_then_slider_then_no_face_hint(browser, server, photos):
                              " document.getElementById('result').naturalHeight]")
         assert size == [970, 2204]  # the target photo's size (biden.jpg)
 
-        page.locator("#profile").fill("20")
-        assert page.locator("#profile-value").inner_text() == "20"
+        page.locator("#profile-degree").fill("20")
+        assert page.locator("#profile-degree-value").inner_text() == "20"
         second = wait_for_new_result(page, first)
         assert second != first
         page.screenshot(path=str(ARTIFACTS / "web-desktop-result.png"), full_page=True)
@@ -139,11 +143,11 @@ def test_face_picker_for_a_group_photo_dropped_on_the_page(browser, server, phot
         drop_file(page, "source-drop", photos["source"])
         drop_file(page, "target-drop", photos["group"])
         first = wait_for_new_result(page, "")
-        page.locator("#face-picker").wait_for(state="visible")
+        page.locator("#target-face-picker").wait_for(state="visible")
         assert page.locator("#target-boxes .box").count() >= 2
-        page.locator("#face-choices button", has_text="Face 2").click()
+        page.locator("#target-face-choices button", has_text="Face 2").click()
         wait_for_new_result(page, first)
-        assert page.locator("#face-choices button[aria-pressed=true]").inner_text() == "Face 2"
+        assert page.locator("#target-face-choices button[aria-pressed=true]").inner_text() == "Face 2"
         assert page.locator("#target-boxes .box.chosen").inner_text() == "2"
         page.screenshot(path=str(ARTIFACTS / "web-desktop-group.png"), full_page=True)
         assert problems == []

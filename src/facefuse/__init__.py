@@ -14,13 +14,21 @@ For repeated calls keep one :class:`Fuser` (it owns the loaded models and is thr
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from .analysis.types import Face, ImageAnalysis, Pose
-from .errors import ErrorCode, FacefuseError
-from .fusion.engine import FusionOptions
-from .imageio import ImageInput
-from .pipeline import Fuser, FuserConfig, FusionResult
+# Nothing leaves this machine: the onnxruntime wheels (1.32 here) contain Microsoft's 1DS telemetry client, which
+# opens a connection to mobile.events.data.microsoft.com about 10 s after the first session is created, even after
+# ``onnxruntime.disable_telemetry_events()``. The library reads this variable when it is imported, so it is set
+# before any facefuse module imports onnxruntime (tests/test_no_network.py runs the service in a network namespace
+# with a listening proxy and fails on any outbound attempt). An explicit ORT_DISABLE_TELEMETRY=0 is respected.
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+
+from .analysis.types import Face, ImageAnalysis, Pose  # noqa: E402
+from .errors import ErrorCode, FacefuseError  # noqa: E402
+from .fusion.engine import FusionOptions  # noqa: E402
+from .imageio import ImageInput  # noqa: E402
+from .pipeline import Fuser, FuserConfig, FusionResult  # noqa: E402
 
 __all__ = ["ErrorCode", "Face", "FacefuseError", "Fuser", "FuserConfig", "FusionOptions", "FusionResult",
            "ImageAnalysis", "Pose", "detect", "fuse"]

@@ -4,9 +4,41 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 from platformdirs import user_cache_dir
+
+from .errors import ErrorCode, FacefuseError
+from .schema import Options, Scope, option
+
+
+class Precision(str, Enum):
+    """Numeric precision of a model file — the one list every stage, flag and setting uses.
+
+    FP32 is the published original; INT8 and FP16 are the variants `facefuse optimize --install` makes (stored as
+    ``NAME@int8`` / ``NAME@fp16``), and TensorRT engines are built at one of the three.
+    """
+
+    FP32 = "fp32"
+    INT8 = "int8"
+    FP16 = "fp16"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def variants(cls) -> tuple[Precision, ...]:
+        """The precisions `facefuse optimize` can make (everything but the original)."""
+        return tuple(p for p in cls if p is not cls.FP32)
+
+    @classmethod
+    def parse(cls, value: str | Precision) -> Precision:
+        try:
+            return cls(str(value).lower())
+        except ValueError:
+            raise FacefuseError(ErrorCode.INVALID_OPTION, f"unknown precision '{value}'",
+                                f"choose one of: {', '.join(p.value for p in cls)}", {"precision": str(value)}) from None
 
 
 def default_home() -> Path:
@@ -36,6 +68,24 @@ class StoreConfig:
         default_factory=lambda: os.environ.get("FACEFUSE_ALLOW_NONCOMMERCIAL_MODELS", "1").lower() not in ("0", "false", "no"))
 
 
+class GpuOptions(Options):
+    """GPU provider settings: flags of every command that runs models and ``facefuse serve`` settings, derived
+    from these fields like the fusion options (operator scope: never per request)."""
+
+    device_id: int = option(0, "GPU", "CUDA/TensorRT/DirectML device index", scope=Scope.OPERATOR, ge=0, le=64)
+    gpu_mem_limit_mb: int = option(0, "GPU memory limit", "most GPU memory (MiB) the CUDA provider's arena may take "
+                                   "(0: no limit)", scope=Scope.OPERATOR, ge=0)
+    trt_workspace_mb: int = option(256, "TensorRT workspace", "TensorRT builder workspace (MiB); 256 fits beside "
+                                   "the models on 4–6 GB cards", scope=Scope.OPERATOR, ge=16, le=65536)
+    trt_fp16: bool = option(True, "TensorRT FP16", "let TensorRT run layers in half precision",
+                            scope=Scope.OPERATOR)
+    trt_cache_dir: Path | None = option(None, "TensorRT engine cache", "folder where TensorRT engines are kept and "
+                                        "reused (default: $FACEFUSE_HOME/tensorrt)", scope=Scope.OPERATOR)
+
+    def engine_cache(self) -> Path:
+        return self.trt_cache_dir or default_home() / "tensorrt"
+
+
 @dataclass(frozen=True)
 class RuntimeConfig:
     """How ONNX Runtime sessions are made.
@@ -49,11 +99,7 @@ class RuntimeConfig:
     providers: tuple[str, ...] | None = None
     intra_op_threads: int = 0
     concurrency: int = 1
-    device_id: int = 0
-    gpu_mem_limit_mb: int = 0
-    trt_workspace_mb: int = 256
-    trt_fp16: bool = True
-    trt_cache_dir: Path | None = None
+    gpu: GpuOptions = field(default_factory=lambda: GpuOptions())
     batch_window_ms: float = 0.0
     batch_max: int = 8
 
@@ -84,7 +130,7 @@ class AnalysisConfig:
     detector: str = "blazeface"
     try_rotations: bool = True
     detect_threshold: float = 0.5
-    # "fp32", or "int8"/"fp16": use the variant `facefuse optimize --install` made of each model, where one passed
-    precision: str = "fp32"
+    # FP32, or INT8/FP16: use the variant `facefuse optimize --install` made of each model, where one passed
+    precision: Precision = Precision.FP32
     quality: QualityConfig = field(default_factory=QualityConfig)
     limits: ImageLimits = field(default_factory=ImageLimits)

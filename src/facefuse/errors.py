@@ -38,6 +38,7 @@ class ErrorCode(str, Enum):
     MODEL_MISMATCH = "MODEL_MISMATCH"
     # service
     QUEUE_FULL = "QUEUE_FULL"
+    UPLOAD_TIMEOUT = "UPLOAD_TIMEOUT"
     NOT_READY = "NOT_READY"
     DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
     INTERNAL = "INTERNAL"
@@ -70,6 +71,7 @@ ERROR_TABLE: dict[ErrorCode, ErrorMapping] = {
     ErrorCode.MODEL_CORRUPT: ErrorMapping(4, 503),
     ErrorCode.MODEL_MISMATCH: ErrorMapping(4, 422),
     ErrorCode.QUEUE_FULL: ErrorMapping(5, 429),
+    ErrorCode.UPLOAD_TIMEOUT: ErrorMapping(5, 408),
     ErrorCode.NOT_READY: ErrorMapping(5, 503),
     ErrorCode.DEADLINE_EXCEEDED: ErrorMapping(5, 504),
     ErrorCode.INTERNAL: ErrorMapping(1, 500),

@@ -24,6 +24,8 @@ from .errors import ErrorCode, FacefuseError
 ImageInput = Union[str, Path, bytes, bytearray, memoryview, np.ndarray]
 
 SUPPORTED_FORMATS = {"JPEG", "PNG", "WEBP", "BMP", "TIFF", "PPM"}  # PPM covers PGM/PBM
+# file names of those formats, for commands that read a folder of photos
+PHOTO_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".pgm", ".ppm", ".pbm"})
 _FAST_FORMATS = {"JPEG", "PNG", "WEBP", "BMP"}
 _EXIF_ORIENTATION = 0x0112
 _EXIF_DESCRIPTION = 0x010E
@@ -75,8 +77,21 @@ def read_input_bytes(source: str | Path | bytes | bytearray | memoryview, limits
 
 
 def _too_many_bytes(size: int, limits: ImageLimits) -> FacefuseError:
-    return _reject(ErrorCode.IMAGE_TOO_LARGE, f"file is {size / 1e6:.1f} MB, the limit is {limits.max_bytes / 1e6:.0f} MB",
+    return _reject(ErrorCode.IMAGE_TOO_LARGE,
+                   f"file is {size / 2**20:.1f} MiB, the limit is {limits.max_bytes / 2**20:g} MiB",
                    "send a smaller or more compressed photo", bytes=size, max_bytes=limits.max_bytes)
+
+
+def declared_pixels(data: bytes) -> int:
+    """Width × height from the header alone (0 when there is no readable header: the decoder then says why).
+
+    Lets a caller budget the memory a photo will take once decoded before decoding it: a 73 KB PNG can declare
+    25 MP (75 MB of RGB pixels)."""
+    try:
+        width, height = Image.open(io.BytesIO(data)).size
+    except Exception:  # any unreadable header is the decoder's to report, with its proper error code
+        return 0
+    return int(width) * int(height)
 
 
 def decode_image(source: ImageInput, limits: ImageLimits | None = None) -> DecodedImage:

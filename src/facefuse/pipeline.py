@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -18,14 +18,15 @@ from .analysis.cache import AnalysisCache, content_key
 from .analysis.select import select_faces
 from .analysis.types import Face, ImageAnalysis
 from .config import AnalysisConfig, RuntimeConfig, StoreConfig
-from .errors import ErrorCode, FacefuseError
-from .fusion.blend import BLEND_MODES, compose
+from .errors import FacefuseError
+from .fusion.blend import compose
 from .fusion.engine import FusionEngine, FusionOptions
 from .fusion.occlusion import SEGMENTER_MODEL, FaceSegmenter
 from .fusion.swappers import SwapperFiles
 from .imageio import ImageInput, add_visible_mark, decode_image, encode_image, read_input_bytes
 from .models import ModelStore
 from .runtime import Runtime
+from .schema import Options, option
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,15 @@ class FuserConfig:
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
     swapper_files: SwapperFiles | None = None  # local files for a swapper engine (--model-path)
     analysis_cache_mb: int = 64  # decoded photos whose analysis is kept for reuse (0 turns the cache off)
+
+
+class EncodeOptions(Options):
+    """How a result is written: derived into ``facefuse fuse --output-format/--quality`` and the HTTP fields."""
+
+    output_format: Literal["jpeg", "jpg", "png", "webp"] | None = option(
+        None, "Format", "image format of the result (default: from the output file's name, or the Accept header; "
+        "else jpeg)")
+    quality: int = option(92, "Quality", "1–100: JPEG/WebP quality", ge=1, le=100)
 
 
 @dataclass
@@ -51,27 +61,6 @@ class FusionResult:
     def to_dict(self) -> dict[str, Any]:
         return {"faces": self.faces, "timings_ms": {k: round(v, 2) for k, v in self.timings_ms.items()},
                 "warnings": self.warnings}
-
-
-SEGMENTATION_MODES = ("auto", "off")
-
-
-def validate_options(options: FusionOptions) -> None:
-    for name in ("profile_degree", "feature_degree"):
-        value = getattr(options, name)
-        if not (0 <= value <= 100):
-            raise FacefuseError(ErrorCode.INVALID_OPTION, f"{name} must be between 0 and 100, got {value}",
-                                f"pass {name} as a number from 0 (target unchanged) to 100 (full source)",
-                                {"option": name, "value": value})
-    if options.blend not in BLEND_MODES:
-        raise FacefuseError(ErrorCode.INVALID_OPTION, f"unknown blend '{options.blend}'",
-                            f"choose one of: {', '.join(BLEND_MODES)}", {"option": "blend"})
-    if options.segmentation not in SEGMENTATION_MODES:
-        raise FacefuseError(ErrorCode.INVALID_OPTION, f"unknown segmentation '{options.segmentation}'",
-                            f"choose one of: {', '.join(SEGMENTATION_MODES)}", {"option": "segmentation"})
-    if not (128 <= options.crop_size <= 1024):
-        raise FacefuseError(ErrorCode.INVALID_OPTION, f"crop_size must be 128–1024, got {options.crop_size}",
-                            "the default 512 suits most photos", {"option": "crop_size"})
 
 
 class Stopwatch:
@@ -159,7 +148,6 @@ class Fuser:
 
     def fuse(self, source: ImageInput, target: ImageInput, options: FusionOptions | None = None) -> FusionResult:
         options = options or FusionOptions()
-        validate_options(options)
         self.engine(options.engine)  # an unknown engine fails before any photo is decoded
         watch = Stopwatch()
         source_analysis = self.analyze(source, "source")
@@ -172,7 +160,6 @@ class Fuser:
                       options: FusionOptions | None = None, watch: Stopwatch | None = None) -> FusionResult:
         """The stages after analysis: separate so that analysis can run elsewhere (the Ray Serve deployments)."""
         options = options or FusionOptions()
-        validate_options(options)
         engine = self.engine(options.engine)
         watch = watch or Stopwatch()
         source_face = _chosen(source_analysis, options.source_face, "source", allow_all=False)[0]

@@ -17,6 +17,7 @@ import onnxruntime as ort
 
 from .batching import CoalescingSession
 from .config import RuntimeConfig
+from .tensorrt_profiles import input_profiles, ort_profile_options
 
 PROVIDER_PREFERENCE: tuple[str, ...] = (
     "TensorrtExecutionProvider",
@@ -59,31 +60,30 @@ def choose_providers(requested: tuple[str, ...] | None, available: list[str]) ->
 
 def provider_options(provider: str, config: RuntimeConfig) -> dict[str, Any]:
     """Options for one provider, sized for 4–6 GB cards by default."""
+    gpu = config.gpu
     if provider == "TensorrtExecutionProvider":
-        cache = str(config.trt_cache_dir) if config.trt_cache_dir else ""
-        options: dict[str, Any] = {
-            "device_id": config.device_id,
-            "trt_max_workspace_size": config.trt_workspace_mb * 1024 * 1024,
-            "trt_fp16_enable": config.trt_fp16,
-            "trt_engine_cache_enable": bool(cache),
-            "trt_timing_cache_enable": bool(cache),
+        cache = str(gpu.engine_cache())  # engines built once are loaded from here by later sessions
+        return {
+            "device_id": gpu.device_id,
+            "trt_max_workspace_size": gpu.trt_workspace_mb * 1024 * 1024,
+            "trt_fp16_enable": gpu.trt_fp16,
+            "trt_engine_cache_enable": True,
+            "trt_timing_cache_enable": True,
+            "trt_engine_cache_path": cache,
+            "trt_timing_cache_path": cache,
         }
-        if cache:
-            options["trt_engine_cache_path"] = cache
-            options["trt_timing_cache_path"] = cache
-        return options
     if provider == "CUDAExecutionProvider":
-        options = {
-            "device_id": config.device_id,
+        options: dict[str, Any] = {
+            "device_id": gpu.device_id,
             "arena_extend_strategy": "kSameAsRequested",
             "cudnn_conv_algo_search": "HEURISTIC",
             "do_copy_in_default_stream": True,
         }
-        if config.gpu_mem_limit_mb:
-            options["gpu_mem_limit"] = config.gpu_mem_limit_mb * 1024 * 1024
+        if gpu.gpu_mem_limit_mb:
+            options["gpu_mem_limit"] = gpu.gpu_mem_limit_mb * 1024 * 1024
         return options
     if provider in ("DmlExecutionProvider", "ROCMExecutionProvider"):
-        return {"device_id": config.device_id}
+        return {"device_id": gpu.device_id}
     return {}
 
 
@@ -108,11 +108,8 @@ def session_options(config: RuntimeConfig) -> ort.SessionOptions:
 def trt_profile_options(model_path: Path) -> dict[str, str]:
     """TensorRT optimisation profiles (min/opt/max) for a model with dynamic axes; none for a static graph.
 
-    TensorRT cannot build an engine for a dynamic axis without a range; the ranges are the same ones
-    `facefuse.optimize.tensorrt` uses for serialized engines (batch 1/1/8, image sides 128/640/1280).
+    TensorRT cannot build an engine for a dynamic axis without a range (batch 1/1/8, image sides 128/640/1280).
     """
-    from .optimize.tensorrt import input_profiles, ort_profile_options  # only machines with TensorRT get here
-
     profiles = input_profiles(model_path)
     if all(profile.min == profile.max for profile in profiles):
         return {}

@@ -1,5 +1,8 @@
-"""Judges of fusion quality for the tests and benchmarks: never imported by the inference package.
+"""Measurement code for the tests and benchmarks — never imported by the facefuse library, CLI or service.
 
-Each judge is independent of what the pipeline itself uses (MobileFaceNet for identity, YuNet + solvePnP for pose,
-a low-pass Lab comparison for lighting), so the pipeline cannot score well by agreeing with itself.
+``analysis``: detection recall and landmark error against dlib's annotated faces; ``fusion``: an independent
+identity judge (MobileFaceNet) and the fusion's quality measures (PSNR outside the face, seam score, openness);
+``flops``: multiply-accumulates of an ONNX graph; ``pose_judge`` (YuNet + solvePnP) and ``lighting`` (a low-pass
+Lab comparison). Each judge is independent of what the pipeline itself uses, so the pipeline cannot score well by
+agreeing with itself; ``tests/test_inference_imports.py`` checks inference never loads this package.
 """

@@ -16,6 +16,7 @@ import numpy as np
 from ..config import AnalysisConfig
 from ..models import ModelStore
 from ..runtime import Runtime
+from .blazeface import area_resize
 from .detectors import make_detector
 from .landmarks import FaceMesh, Roi, five_points, roi_from_eyes, roi_from_mesh
 from .nms import Detection
@@ -30,16 +31,23 @@ MARGIN = 0.25  # fraction of each side added around tight crops
 REFINE_SHIFT = 0.05
 REFINE_SCALE = 0.1
 REFINE_ANGLE = np.radians(5.0)
+# photos are analysed on a copy whose longer side is at most this: the detectors see 128–640 px anyway, FaceMesh
+# sees 192 px, and a 25 MP photo no longer costs full-size rotated and padded copies for the retries
+ANALYSIS_MAX_SIDE = 1920
+# a face found only in a turned view whose head is still tilted more than this is looked for again in the view
+# that turns it upright (a photo turned 180° is often first found, sideways, in the 90° view)
+UPRIGHT_ROLL = 45.0
 
 
 @dataclass(frozen=True)
 class View:
-    """A turned and/or padded copy of the image, and how to map its points back to the original."""
+    """A scaled, turned and/or padded copy of the image, and how to map its points back to the original."""
 
     rotation: int
     pad: int
-    width: int  # original size
+    width: int  # size of the scaled (not yet turned or padded) copy
     height: int
+    scale: float = 1.0  # copy pixels per original pixel
 
     def to_original(self, points: np.ndarray) -> np.ndarray:
         xy = points[..., :2] - self.pad
@@ -51,16 +59,28 @@ class View:
             x, y = w - 1 - x, h - 1 - y
         elif self.rotation == 270:
             x, y = w - 1 - y, x
-        out = points.copy()
-        out[..., 0], out[..., 1] = x, y
+        out = points.astype(np.float64 if points.dtype == np.float64 else np.float32, copy=True)
+        out[..., 0], out[..., 1] = x / self.scale, y / self.scale
+        if out.shape[-1] > 2:
+            out[..., 2:] = points[..., 2:] / self.scale  # depth in the same pixel units as x and y
         return out
 
 
-def make_view(image: np.ndarray, rotation: int, pad: int) -> tuple[np.ndarray, View]:
+def analysis_copy(image: np.ndarray, max_side: int = ANALYSIS_MAX_SIDE) -> tuple[np.ndarray, float]:
+    """The image reduced (area-averaged) so its longer side is at most ``max_side``, and the scale used."""
+    scale = min(1.0, max_side / max(image.shape[:2]))
+    if scale >= 1.0:
+        return image, 1.0
+    width, height = max(1, round(image.shape[1] * scale)), max(1, round(image.shape[0] * scale))
+    return area_resize(image, width, height), width / image.shape[1]
+
+
+def make_view(image: np.ndarray, rotation: int, pad: int, scale: float = 1.0) -> tuple[np.ndarray, View]:
+    """``image`` (already scaled by ``scale``) turned clockwise by ``rotation`` and padded by ``pad``."""
     turned = cv2.rotate(image, _ROTATE[rotation]) if rotation else image
     if pad:
         turned = cv2.copyMakeBorder(turned, pad, pad, pad, pad, cv2.BORDER_CONSTANT, value=(0, 0, 0))
-    return turned, View(rotation, pad, image.shape[1], image.shape[0])
+    return turned, View(rotation, pad, image.shape[1], image.shape[0], scale)
 
 
 def needs_second_pass(first: Roi, refined: Roi) -> bool:
@@ -73,6 +93,19 @@ def needs_second_pass(first: Roi, refined: Roi) -> bool:
     shift = float(np.hypot(refined.cx - first.cx, refined.cy - first.cy)) / first.size
     turn = abs((refined.angle - first.angle + np.pi) % (2 * np.pi) - np.pi)
     return shift > REFINE_SHIFT or abs(refined.size / first.size - 1) > REFINE_SCALE or turn > REFINE_ANGLE
+
+
+def upright_rotation(view: View, faces: list[Face]) -> int | None:
+    """The view that would show the most confident face upright, when it was found in a turned view but is still
+    tilted by more than :data:`UPRIGHT_ROLL` there; ``None`` when the view is right (or the photo was not turned:
+    a person lying down in an upright photo is reported as found, with their roll)."""
+    if not view.rotation or not faces:
+        return None
+    pose = max(faces, key=lambda f: f.score).pose
+    if pose is None or abs(pose.roll) <= UPRIGHT_ROLL:
+        return None
+    rotation = int(view.rotation - 90 * round(pose.roll / 90)) % 360
+    return rotation if rotation != view.rotation else None
 
 
 class FaceAnalyzer:
@@ -94,13 +127,24 @@ class FaceAnalyzer:
         share one model batch. Detection stays per photo (each has its own size); the landmark time reported for
         every photo is that of the whole batch.
         """
-        detected, detect_ms = [], []
+        detected, detect_ms, reduced = [], [], []
         for image in images:
             start = time.perf_counter()
-            detected.append(self._detect(image))
+            small, scale = analysis_copy(image)
+            reduced.append((small, scale))
+            detected.append(self._detect(small, scale))
             detect_ms.append((time.perf_counter() - start) * 1000)
         start = time.perf_counter()
         faces_per_image = self._faces(detected)
+        for index, ((small, scale), (_, view, _), faces) in enumerate(zip(reduced, detected, faces_per_image)):
+            upright = upright_rotation(view, faces)
+            if upright is None:
+                continue
+            turned, turned_view = make_view(small, upright, 0, scale)  # rare: a turned photo still tilted
+            found = self.detector.detect(turned)
+            if max((d.score for d in found), default=0.0) >= self.config.quality.min_score:
+                detected[index] = (turned, turned_view, found)
+                faces_per_image[index] = self._faces([detected[index]])[0]
         landmarks_ms = (time.perf_counter() - start) * 1000
         analyses = []
         for image, (_, view, _), faces, detect_time in zip(images, detected, faces_per_image, detect_ms):
@@ -114,7 +158,7 @@ class FaceAnalyzer:
                                           {"detect": detect_time, "landmarks": landmarks_ms, "quality": quality_ms}))
         return analyses
 
-    def _detect(self, image: np.ndarray) -> tuple[np.ndarray, View, list[Detection]]:
+    def _detect(self, image: np.ndarray, scale: float) -> tuple[np.ndarray, View, list[Detection]]:
         """The first view whose best face passes the confidence gate, else the view with the best face."""
         attempts = [(0, 0)]
         if self.config.try_rotations:
@@ -122,7 +166,7 @@ class FaceAnalyzer:
             attempts += [(0, margin), (90, 0), (270, 0), (180, 0)]
         best: tuple[float, np.ndarray, View, list[Detection]] | None = None
         for rotation, pad in attempts:
-            view_image, view = make_view(image, rotation, pad)
+            view_image, view = make_view(image, rotation, pad, scale)
             detections = self.detector.detect(view_image)
             top = max((d.score for d in detections), default=0.0)
             if best is None or top > best[0]:

@@ -9,47 +9,39 @@ from pathlib import Path
 
 from ..fusion.engine import FusionOptions
 from ..fusion.swappers import SwapperFiles
-from ..imageio import format_for_path
-from ..pipeline import Fuser
-from .options import add_fuser_options, fuser_config
+from ..imageio import format_for_path, output_format
+from ..pipeline import EncodeOptions, Fuser
+from .options import add_fuser_options, add_model_flags, fuser_config, model_from_args
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    defaults = FusionOptions()
     parser = commands.add_parser("fuse", help="fuse a source face into a target photo",
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                 description="Fuse the source photo's face into the target photo. Every option of "
+                                             "the library's FusionOptions is a flag here.")
     parser.add_argument("--source", required=True, help="photo giving the identity and face shape")
     parser.add_argument("--target", required=True, help="photo giving pose, expression, hair and scene")
     parser.add_argument("--output", required=True, help="where to write the result (.png, .jpg or .webp)")
-    parser.add_argument("--profile-degree", type=float, default=defaults.profile_degree,
-                        help="0–100: how far the face contour moves toward the source's")
-    parser.add_argument("--feature-degree", type=float, default=defaults.feature_degree,
-                        help="0–100: how much of the source's features and skin replaces the target's")
-    parser.add_argument("--target-face", default="largest", help="largest, all, or an index counted left to right")
-    parser.add_argument("--source-face", default="largest", help="largest, or an index counted left to right")
-    parser.add_argument("--engine", default=defaults.engine, help="fusion engine (see `facefuse models list`)")
-    parser.add_argument("--model-path", type=Path, default=None,
-                        help="a local ONNX file for a swapper --engine instead of the registry's download")
-    parser.add_argument("--allow-unknown-model", action="store_true",
-                        help="accept a --model-path whose SHA-256 is not the published file's")
-    parser.add_argument("--quality", type=int, default=92, help="JPEG/WebP quality")
-    parser.add_argument("--no-visible-label", action="store_true",
-                        help="omit the visible 'AI-generated' mark (the metadata label is always written)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_model_flags(parser, FusionOptions, "fusion options")
+    add_model_flags(parser, EncodeOptions, "output")
+    swapper = parser.add_argument_group("swapper files")
+    swapper.add_argument("--model-path", type=Path, default=None,
+                         help="a local ONNX file for a swapper --engine instead of the registry's download")
+    swapper.add_argument("--allow-unknown-model", action="store_true",
+                         help="accept a --model-path whose SHA-256 is not the published file's")
     add_fuser_options(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    options = FusionOptions(profile_degree=args.profile_degree, feature_degree=args.feature_degree,
-                            target_face=args.target_face, source_face=args.source_face, engine=args.engine,
-                            visible_label=not args.no_visible_label)
-    fmt = format_for_path(args.output)
+    options: FusionOptions = model_from_args(FusionOptions, args)
+    encoding: EncodeOptions = model_from_args(EncodeOptions, args)
+    fmt = output_format(encoding.output_format) if encoding.output_format else format_for_path(args.output)
     config = fuser_config(args)
     if args.model_path is not None:
         config = replace(config, swapper_files=SwapperFiles(args.model_path, allow_unknown=args.allow_unknown_model))
     result = Fuser(config).fuse(Path(args.source), Path(args.target), options)
-    Path(args.output).write_bytes(result.encode(fmt, args.quality))
+    Path(args.output).write_bytes(result.encode(fmt, encoding.quality))
     if args.json:
         print(json.dumps({"output": args.output, **result.to_dict()}))
     else:

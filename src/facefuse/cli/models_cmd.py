@@ -112,7 +112,7 @@ def run_pull(args: argparse.Namespace) -> int:
 
 def run_verify(args: argparse.Namespace) -> int:
     store = _store()
-    states = [store.verify(name) for name in store.registry.names()]
+    states = [store.verify(name, rehash=True) for name in store.registry.names()]
     if args.json:
         print(json.dumps({"models": [{"name": s.name, "status": s.status, "path": str(s.path), "sha256": s.sha256}
                                      for s in states]}))

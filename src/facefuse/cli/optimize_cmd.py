@@ -13,11 +13,11 @@ from pathlib import Path
 
 import onnx
 
-from ..config import StoreConfig
+from ..config import Precision, StoreConfig
 from ..models import ModelStore
 from ..optimize import Int8Options, OptimizeRequest, optimize_model
 from ..optimize.quantize import METHODS, output_heads
-from ..optimize.workflow import PRECISIONS, resolve_model
+from ..optimize.workflow import resolve_model
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("model", metavar="MODEL", help="registry name or ONNX file")
     parser.add_argument("--output", "-o", type=Path, default=None, help="where to write the variant "
                         "(default: MODEL.PRECISION.onnx in the current folder)")
-    parser.add_argument("--precision", choices=PRECISIONS, default="int8")
+    parser.add_argument("--precision", choices=[p.value for p in Precision.variants()], default=Precision.INT8.value)
     parser.add_argument("--calibration", type=Path, default=None,
                         help="folder of face photos; the pipeline makes each model's own inputs from them")
     parser.add_argument("--holdout", type=Path, default=None,
@@ -50,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     store = ModelStore(StoreConfig())
     request = OptimizeRequest(
-        model=args.model, precision=args.precision, output=args.output, calibration=args.calibration,
+        model=args.model, precision=Precision(args.precision), output=args.output, calibration=args.calibration,
         holdout=args.holdout, contract=args.contract,
         int8=Int8Options(args.method, args.per_channel, tuple(args.exclude), keep_heads=not args.quantize_heads),
         max_images=args.max_images, latency_runs=args.runs, install=args.install, force=args.force)

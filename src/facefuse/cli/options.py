@@ -1,13 +1,70 @@
-"""Options shared by several commands, and how they become the library's configuration objects."""
+"""Options shared by several commands, and how they become the library's configuration objects.
+
+Flags of an options model (:class:`facefuse.fusion.engine.FusionOptions`, :class:`facefuse.pipeline.EncodeOptions`)
+are derived from its fields by :func:`add_model_flags`; nothing about them is written out here.
+"""
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
+from pathlib import Path
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 
 from ..analysis.detectors import DETECTOR_NAMES
-from ..config import AnalysisConfig, QualityConfig, RuntimeConfig, StoreConfig
-from ..models.registry import PRECISIONS
+from ..config import AnalysisConfig, GpuOptions, Precision, QualityConfig, RuntimeConfig, StoreConfig
 from ..pipeline import FuserConfig
+from ..schema import fields_of
+
+
+def flag_name(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _metavar(annotation: Any) -> str:
+    """``largest|all|N`` for ``Literal["largest", "all"] | int``, ``N``/``X``/``TEXT`` for plain types."""
+    members = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else (annotation,)
+    parts: list[str] = []
+    for member in members:
+        while get_origin(member) is Annotated:
+            member = get_args(member)[0]
+        if get_origin(member) is Literal:
+            parts += [str(value) for value in get_args(member)]
+        elif member is not type(None):
+            parts.append({int: "N", float: "X", Path: "PATH"}.get(member, "TEXT"))
+    return "|".join(parts)
+
+
+def _help(info: FieldInfo) -> str:
+    default = info.get_default(call_default_factory=True)
+    shown = "" if default is None else f" [default: {str(default).lower() if isinstance(default, bool) else default}]"
+    return f"{info.description or ''}{shown}"
+
+
+def add_model_flags(parser: argparse.ArgumentParser, model: type[BaseModel], title: str) -> None:
+    """One flag per field of ``model``: ``--name-with-dashes``; booleans get ``--name`` / ``--no-name``.
+
+    Values stay text (``None`` when not given) and are validated by the model itself in :func:`model_from_args`,
+    so a bad flag gets the same ``INVALID_OPTION`` message as the same mistake in the library or over HTTP.
+    """
+    group = parser.add_argument_group(title)
+    for name, info in fields_of(model).items():
+        if info.annotation is bool:
+            group.add_argument(flag_name(name), dest=name, action=argparse.BooleanOptionalAction, default=None,
+                               help=_help(info))
+            continue
+        group.add_argument(flag_name(name), dest=name, default=None, metavar=_metavar(info.annotation),
+                           help=_help(info))
+
+
+def model_from_args(model: type[BaseModel], args: argparse.Namespace, **overrides: Any) -> Any:
+    """An instance of ``model`` from the flags that were given (the model's defaults for the rest)."""
+    given = {name: getattr(args, name) for name in fields_of(model) if getattr(args, name, None) is not None}
+    return model(**{**given, **overrides})
 
 
 def add_fuser_options(parser: argparse.ArgumentParser) -> None:
@@ -18,9 +75,14 @@ def add_fuser_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--threads", type=int, default=0, help="CPU threads per model (0 = all cores)")
     group.add_argument("--detector", default=AnalysisConfig.detector,
                        help="face detector: " + ", ".join(DETECTOR_NAMES))
-    group.add_argument("--precision", choices=PRECISIONS, default=AnalysisConfig.precision,
+    group.add_argument("--precision", choices=[p.value for p in Precision], default=AnalysisConfig.precision.value,
                        help="use the INT8/FP16 variants `facefuse optimize --install` made (FP32 where none passed)")
+    group.add_argument("--no-noncommercial-models", dest="allow_noncommercial_models", action="store_const",
+                       const=False, default=None,
+                       help="use only permissively licensed models (also FACEFUSE_ALLOW_NONCOMMERCIAL_MODELS=0): "
+                            "stages whose model is non-commercial fall back to their classic method or are refused")
     group.add_argument("--no-rotate", action="store_true", help="do not retry turned 90/180/270° when no face is found")
+    add_model_flags(parser, GpuOptions, "GPU (used only with --providers cuda, tensorrt, …)")
     quality = parser.add_argument_group("quality gate")
     defaults = QualityConfig()
     quality.add_argument("--min-score", type=float, default=defaults.min_score, help="lowest detection confidence")
@@ -33,13 +95,17 @@ def add_fuser_options(parser: argparse.ArgumentParser) -> None:
 
 def fuser_config(args: argparse.Namespace) -> FuserConfig:
     providers = tuple(p for p in args.providers.split(",") if p) if args.providers else None
+    store = StoreConfig()
+    if args.allow_noncommercial_models is not None:
+        store = replace(store, allow_noncommercial_models=args.allow_noncommercial_models)
     return FuserConfig(
-        store=StoreConfig(),
-        runtime=RuntimeConfig(providers=providers, intra_op_threads=args.threads),
+        store=store,
+        runtime=RuntimeConfig(providers=providers, intra_op_threads=args.threads,
+                              gpu=model_from_args(GpuOptions, args)),
         analysis=AnalysisConfig(
             detector=args.detector,
             try_rotations=not args.no_rotate,
-            precision=args.precision,
+            precision=Precision(args.precision),
             quality=QualityConfig(min_score=args.min_score, min_face_px=args.min_face, max_yaw=args.max_yaw,
                                   max_pitch=args.max_pitch, min_sharpness=args.min_sharpness),
         ),

@@ -14,11 +14,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..errors import ErrorCode, FacefuseError
-from ..serve.settings import ServeSettings
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+from ..serve.settings import LOOPBACK_HOSTS, ServeSettings
+from .options import flag_name
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,8 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     for name, info in ServeSettings.model_fields.items():
         default = info.get_default(call_default_factory=True)
-        shown = "(none)" if default in (None, "", []) else default
-        parser.add_argument(_flag(name), dest=name, default=None, metavar=name.upper(),
+        shown = "(none)" if default in (None, "", []) else ",".join(default) if isinstance(default, list) else default
+        parser.add_argument(flag_name(name), dest=name, default=None, metavar=name.upper(),
                             help=f"{info.description} [env FACEFUSE_{name.upper()}; default {shown}]")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.set_defaults(handler=run)
@@ -41,14 +38,14 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
     except ValidationError as exc:
         first = exc.errors()[0]
         name = str(first["loc"][0]) if first["loc"] else "settings"
-        raise FacefuseError(ErrorCode.INVALID_OPTION, f"{_flag(name)} / FACEFUSE_{name.upper()}: {first['msg']}",
+        raise FacefuseError(ErrorCode.INVALID_OPTION, f"{flag_name(name)} / FACEFUSE_{name.upper()}: {first['msg']}",
                             "see `facefuse serve --help`", {"option": name}) from None
 
 
 def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if settings.host not in ("127.0.0.1", "localhost", "::1") and settings.api_key is None:
+    if settings.host not in LOOPBACK_HOSTS and settings.api_key is None:
         logging.getLogger("facefuse.serve").warning(
             "listening on %s without an API key: anyone who can reach this address can use the service",
             settings.host)
@@ -85,10 +82,10 @@ def run_local(settings: ServeSettings, log_level: str) -> int:
     import uvicorn
 
     from ..serve.app import create_app
+    from ..serve.server import server_config
 
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host=settings.host, port=settings.port,
-                                           log_level=log_level, access_log=log_level == "debug",
-                                           server_header=False))
+    server = uvicorn.Server(server_config(create_app(settings), settings, log_level=log_level,
+                                         access_log=log_level == "debug"))
     try:
         server.run()
     except (KeyboardInterrupt, SystemExit):

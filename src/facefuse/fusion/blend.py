@@ -21,7 +21,6 @@ from .occlusion import FaceParsing
 from .relight import relight
 
 PYRAMID_LEVELS = 5
-BLEND_MODES = ("multiband", "poisson")
 CONTRAST_LIMITS = (0.8, 1.25)  # the most colour matching may shrink or stretch the face's contrast, locally
 
 

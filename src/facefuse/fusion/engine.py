@@ -1,43 +1,69 @@
-"""The engine interface every face generator implements (mesh fusion, ONNX neural swappers, enhancers).
+"""The engine interface every face generator implements (the mesh engine, the ONNX neural swappers), and the
+fusion options they are given.
 
 An engine only makes the new face in an aligned crop; colour matching, blending, paste-back and labelling are
 shared stages (:mod:`facefuse.fusion.blend`) so every engine gets the same natural edges and the same label.
-Engines are split into ``prepare_source`` (once per source photo, cacheable, batched by the service) and
-``render`` (once per target face).
+Engines are split into ``prepare_source`` (once per source photo) and ``render`` (once per target face), so a
+photo with several target faces pays for the source once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 import numpy as np
+from pydantic import Field
 
 from ..analysis.types import Face
+from ..schema import Options, Scope, option
 
 
-@dataclass(frozen=True)
-class FusionOptions:
-    """The knobs of one fusion, with the commercial APIs' meaning.
+FaceIndex = Annotated[int, Field(ge=0, le=999)]
 
-    profile_degree: 0–100, how far the face contour moves from the target's shape toward the source's.
-    feature_degree: 0–100, how much of the source's features (eyes, brows, nose, lips) and skin replaces the target's.
-    target_face / source_face: "largest", a 0-based index counted left to right, or "all" (target only).
+
+class FusionOptions(Options):
+    """The knobs of one fusion: the one definition the CLI flags, the HTTP fields, the OpenAPI schema and the web
+    page's controls are derived from (see :mod:`facefuse.schema`; the README says how to add one).
+
+    Frozen and validated when built: ``FusionOptions(feature_degree=101)`` raises ``INVALID_OPTION``, and every
+    instance that exists is valid, so the pipeline never checks again.
     """
 
-    profile_degree: float = 70.0
-    feature_degree: float = 90.0
-    target_face: str | int = "largest"
-    source_face: str | int = "largest"
-    engine: str = "mesh"
-    visible_label: bool = True
-    crop_size: int = 512
-    blend: str = "multiband"  # or "poisson"
-    sharpen: float = 0.35
-    # "auto": the trained segmenter keeps the target's glasses, fringe and hands on top and the source's hair out,
-    # when the licence setting allows it (else the classic masks, with a warning); "off": classic masks only
-    segmentation: str = "off"
-    extra: dict[str, Any] = field(default_factory=dict)
+    profile_degree: float = option(
+        70.0, "Face shape from the source",
+        "0–100: how far the face contour moves from the target's shape toward the source's",
+        ge=0, le=100, allow_inf_nan=False)
+    feature_degree: float = option(
+        90.0, "Features and skin from the source",
+        "0–100: how much of the source's features (eyes, brows, nose, lips) and skin replaces the target's",
+        ge=0, le=100, allow_inf_nan=False)
+    target_face: Literal["largest", "all"] | FaceIndex = option(
+        "largest", "Face in the target", "largest, all, or a face index counted from 0, left to right",
+        control="face")
+    source_face: Literal["largest"] | FaceIndex = option(
+        "largest", "Face in the source", "largest, or a face index counted from 0, left to right", control="face")
+    engine: str = option(
+        "mesh", "Engine", "fusion engine: mesh, or a neural swapper (see `facefuse models list`); the service "
+        "accepts only the engines its operator loaded (default: the first of them)",
+        min_length=1, max_length=40, pattern=r"^[A-Za-z0-9_.-]+$")
+    visible_label: bool = option(
+        True, 'Show "AI-generated" on the image',
+        "draw the visible 'AI-generated' mark (the metadata label is always written)")
+    blend: Literal["multiband", "poisson"] = option(
+        "multiband", "Blend", "how the new face is blended in: multiband (Laplacian pyramid) or poisson (gradient "
+        "domain cloning; slower)")
+    sharpen: float = option(
+        0.35, "Sharpen", "0–1: halo-free unsharp mask on the new face (restores detail lost to warping)",
+        ge=0, le=1, allow_inf_nan=False)
+    crop_size: int = option(
+        512, "Crop size", "128–1024 px: side of the aligned face crop the mesh engine renders; work grows with its "
+        "square, so the service takes it from its operator, not from requests",
+        scope=Scope.OPERATOR, ge=128, le=1024)
+    segmentation: Literal["auto", "off"] = option(
+        "off", "Keep what covers the face", "auto: the trained segmenter keeps the target's glasses, fringe and "
+        "hands on top and the source's hair out, when the licence setting allows it (else the classic masks, with "
+        "a warning); off: classic masks only")
 
 
 @dataclass

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 
+from ..config import Precision
 from ..errors import ErrorCode, FacefuseError
 
 
@@ -77,7 +78,7 @@ class DerivedSource:
     """Made on this machine from another model by `facefuse optimize` (INT8/FP16); never downloaded."""
 
     base: str
-    precision: str
+    precision: Precision
 
     def describe(self) -> str:
         return f"made from {self.base} by `facefuse optimize {self.base} --precision {self.precision} --install`"
@@ -199,17 +200,16 @@ _ENTRIES: tuple[ModelEntry, ...] = (
 )
 
 
-PRECISIONS = ("fp32", "int8", "fp16")
-
-
-def variant_name(name: str, precision: str) -> str:
+def variant_name(name: str, precision: str | Precision) -> str:
     """``blazeface_full@int8``; the FP32 original keeps its plain name."""
-    return name if precision == "fp32" else f"{name}@{precision}"
+    precision = Precision.parse(precision)
+    return name if precision is Precision.FP32 else f"{name}@{precision}"
 
 
-def precision_variant(entry: ModelEntry, precision: str) -> ModelEntry:
+def precision_variant(entry: ModelEntry, precision: str | Precision) -> ModelEntry:
     """The registry entry of a locally optimised copy: same contract, own file, hash recorded when it is made."""
     stem = entry.filename.rsplit(".", 1)[0]
+    precision = Precision.parse(precision)
     return replace(entry, name=variant_name(entry.name, precision), filename=f"{stem}.{precision}.onnx", sha256=None,
                    size=None, source=DerivedSource(entry.name, precision), default=False, mirror_paths=(),
                    description=f"{entry.description} ({precision}, made by `facefuse optimize`)")
@@ -232,7 +232,7 @@ class ModelRegistry:
 
     def get(self, name: str) -> ModelEntry:
         base, _, precision = name.partition("@")
-        if precision in PRECISIONS[1:] and name not in self._entries and base in self._entries:
+        if precision in {p.value for p in Precision.variants()} and name not in self._entries and base in self._entries:
             self.add(precision_variant(self._entries[base], precision))
         try:
             return self._entries[name]

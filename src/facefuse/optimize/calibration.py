@@ -15,10 +15,9 @@ from onnxruntime.quantization import CalibrationDataReader
 
 from ..analysis.analyzer import FaceAnalyzer
 from ..errors import ErrorCode, FacefuseError
-from ..imageio import decode_image
+from ..imageio import PHOTO_SUFFIXES, decode_image
 from .drivers import ModelKind, Sample
 
-PHOTO_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".bmp"}
 
 
 class RecordingSession:

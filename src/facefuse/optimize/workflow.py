@@ -8,20 +8,17 @@ every fifth calibration photo is set aside for the report.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import onnx
 
 from ..analysis.analyzer import FaceAnalyzer
-from ..config import AnalysisConfig, RuntimeConfig
+from ..config import AnalysisConfig, Precision, RuntimeConfig
 from ..errors import ErrorCode, FacefuseError
 from ..fusion.swappers import SWAPPERS
 from ..models import ModelStore, sha256_of
-from ..models.registry import precision_variant
+from ..models.registry import variant_name
 from ..runtime import Runtime
 from .calibration import load_samples, photo_paths, record_feeds
 from .drivers import ModelKind, Sample, model_kind
@@ -29,14 +26,13 @@ from .fp16 import convert_fp16
 from .quantize import Int8Options, check_excluded, quantize_int8
 from .report import QualityReport, compare, paired_latency_ms
 
-PRECISIONS = ("int8", "fp16")
 HOLDOUT_EVERY = 5
 
 
 @dataclass(frozen=True)
 class OptimizeRequest:
     model: str
-    precision: str
+    precision: Precision
     output: Path | None = None
     calibration: Path | None = None
     holdout: Path | None = None
@@ -100,9 +96,10 @@ def split_photos(request: OptimizeRequest) -> tuple[list[Path], list[Path]]:
 
 def optimize_model(request: OptimizeRequest, store: ModelStore, runtime_config: RuntimeConfig | None = None,
                    analysis: AnalysisConfig | None = None) -> QualityReport:
-    if request.precision not in PRECISIONS:
-        raise FacefuseError(ErrorCode.INVALID_OPTION, f"unknown precision '{request.precision}'",
-                            f"choose one of: {', '.join(PRECISIONS)}", {"precision": request.precision})
+    if Precision.parse(request.precision) not in Precision.variants():
+        raise FacefuseError(ErrorCode.INVALID_OPTION, f"cannot make a {request.precision} copy",
+                            f"choose one of: {', '.join(p.value for p in Precision.variants())}",
+                            {"precision": str(request.precision)})
     if request.precision == "int8" and request.calibration is None:
         raise FacefuseError(ErrorCode.INVALID_OPTION, "INT8 needs calibration photos",
                             "pass --calibration DIR with photos of faces (20 or more)", {})
@@ -162,19 +159,11 @@ def judge(name: str, kind: ModelKind, source: Path, output: Path, request: Optim
 
 
 def install_variant(store: ModelStore, name: str, precision: str, output: Path, report: QualityReport) -> Path:
-    """Copy a variant into the cache as ``NAME@PRECISION``, with its hash and its report beside it.
+    """Put a variant into the cache as ``NAME@PRECISION`` (the store's own atomic install, with its hash), with its
+    report beside it.
 
     Only variants that passed their report are installed (unless forced), so ``--precision`` never selects one
     that failed; the recorded SHA-256 makes the store verify the file like any downloaded model from then on.
     """
-    entry = precision_variant(store.registry.get(name), precision)
-    store.cache_dir.mkdir(parents=True, exist_ok=True)
-    final = store.cache_dir / entry.filename
-    fd, tmp_name = tempfile.mkstemp(dir=store.cache_dir, prefix=".part-")
-    os.close(fd)
-    shutil.copyfile(output, tmp_name)
-    os.chmod(tmp_name, 0o644)
-    (final.parent / (entry.filename + ".sha256")).write_text(f"{sha256_of(Path(tmp_name))}  {entry.filename}\n")
-    (final.parent / (entry.filename + ".report.json")).write_text(json.dumps(report.to_dict(), indent=2))
-    os.replace(tmp_name, final)
-    return final
+    return store.install(variant_name(name, precision), output,
+                         {".report.json": json.dumps(report.to_dict(), indent=2)})

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import version
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
@@ -22,8 +23,8 @@ from ..config import StoreConfig
 from .backend import FusionBackend, LocalBackend
 from .http_errors import install_error_handlers
 from .metrics import ServiceMetrics
-from .middleware import RequestContext
-from .routes import api, ops
+from .middleware import HeadAsGet, HostAllowList, RequestContext
+from .routes import api, fuse_request_body, ops
 from .settings import ServeSettings
 from .state import ServiceState
 from .web import WEB_DIR
@@ -60,6 +61,19 @@ def _serve_docs_offline(app: FastAPI) -> None:
                                    swagger_favicon_url="/docs-assets/favicon-32x32.png")
 
 
+def _openapi_for(app: FastAPI, state: ServiceState) -> None:
+    """The OpenAPI document shows this server's option defaults and engines (the routes' own decoration shows the
+    library's), so a generated client and /docs offer exactly what this server accepts."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            build()["paths"]["/v1/fuse"]["post"].update(fuse_request_body(state.fuse_models))
+        return app.openapi_schema or {}
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def create_app(settings: ServeSettings | None = None, *, store: StoreConfig | None = None,
                backend: FusionBackend | None = None) -> FastAPI:
     """The service; ``backend`` runs the models (default: :class:`LocalBackend`, this process). The Ray Serve
@@ -82,6 +96,7 @@ def create_app(settings: ServeSettings | None = None, *, store: StoreConfig | No
                   description="Offline face fusion. Results are AI-generated and labelled as such; "
                               "fusing someone's face needs their consent.")
     app.state.service = state
+    _openapi_for(app, state)
     install_error_handlers(app)
     app.include_router(api)
     app.include_router(ops)
@@ -92,5 +107,8 @@ def create_app(settings: ServeSettings | None = None, *, store: StoreConfig | No
                            allow_headers=["Authorization", "Content-Type", "X-Request-ID"],
                            expose_headers=["Server-Timing", "X-Request-ID", "Retry-After"])
     app.add_middleware(SecurityHeaders)
+    if settings.hosts_accepted is not None:
+        app.add_middleware(HostAllowList, hosts=settings.hosts_accepted)
+    app.add_middleware(HeadAsGet)
     app.add_middleware(RequestContext, metrics=metrics)
     return app

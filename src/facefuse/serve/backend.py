@@ -22,6 +22,7 @@ from ..errors import ErrorCode, FacefuseError
 from ..pipeline import Fuser
 from . import work
 from .batcher import Batcher, Outcome
+from .http_errors import public
 from .metrics import ServiceMetrics
 from .settings import ServeSettings
 
@@ -54,9 +55,10 @@ class FusionBackend(Protocol):
 def not_ready(created: float, load_error: FacefuseError | None, still: str = "the models are still loading"
               ) -> FacefuseError:
     """NOT_READY saying why: the load failure (kept, so /readyz keeps explaining it) or how long loading has taken."""
-    if load_error is not None:
-        return FacefuseError(ErrorCode.NOT_READY, f"the models failed to load: {load_error.message}",
-                             load_error.hint, {"cause": load_error.to_dict()})
+    if load_error is not None:  # the full error (paths, pip output) is in the log, not in answers
+        cause = public(load_error)
+        return FacefuseError(ErrorCode.NOT_READY, f"the models failed to load ({cause.code.value})",
+                             cause.hint, {"cause": {"code": cause.code.value, "message": cause.message}})
     return FacefuseError(ErrorCode.NOT_READY, still, "retry in a second",
                          {"loading_for_s": round(time.monotonic() - created, 2)})
 
@@ -67,15 +69,15 @@ def load_fuser(settings: ServeSettings, store: StoreConfig, timed: Callable[[str
 
     ``timed(component, seconds)`` receives each part's load time; ``threads`` pins ONNX Runtime's threads (a Ray
     replica's CPU share) instead of dividing the cores among the service's workers. A Ray analysis replica skips
-    the engine, a fusion replica the warm-up.
+    the engines, a fusion replica the warm-up.
     """
     start = time.perf_counter()
     fuser = Fuser(settings.fuser_config(store, threads=threads))
     timed("analyzer", time.perf_counter() - start)
-    if engine:
+    for name in settings.engines if engine else ():  # only these: a request can never make the server load a model
         start = time.perf_counter()
-        fuser.engine(settings.engine)
-        timed(f"engine_{settings.engine}", time.perf_counter() - start)
+        fuser.engine(name)
+        timed(f"engine_{name}", time.perf_counter() - start)
     if warmup:
         start = time.perf_counter()
         fuser.analyzer.analyze(np.full((192, 192, 3), 128, np.uint8))
@@ -157,4 +159,4 @@ class LocalBackend:
 
     async def models(self) -> dict[str, Any]:
         fuser, _ = self._ready()
-        return work.models_report(fuser, self.settings.engine)
+        return work.models_report(fuser, self.settings.engines)

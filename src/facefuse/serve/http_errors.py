@@ -8,8 +8,6 @@ answer whose body names the request id, never a traceback.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -18,6 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from ..errors import ErrorCode, FacefuseError
+from ..schema import validation_problems
 from .batcher import ClientGone
 
 log = logging.getLogger("facefuse.serve")
@@ -27,9 +26,20 @@ CLIENT_CLOSED = 499  # nginx's convention: the client went away before its answe
 _FRAMEWORK_CODES = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED, 401: ErrorCode.UNAUTHORIZED}
 
 
-def validation_problems(errors: Sequence[Any]) -> list[dict[str, str]]:
-    """pydantic's error list as field → problem pairs a client can show next to its form fields."""
-    return [{"field": ".".join(str(p) for p in e["loc"]), "problem": str(e["msg"])} for e in errors]
+# Answered before the body was read (or while it was being refused): the connection is closed rather than kept
+# alive, so the server does not have to read and discard what the client is still sending.
+_CLOSE_AFTER = {ErrorCode.UNAUTHORIZED, ErrorCode.IMAGE_TOO_LARGE, ErrorCode.UPLOAD_TIMEOUT}
+
+# Errors whose messages can carry server paths, mirror folders or pip output: logged in full, answered by code.
+_SERVER_SIDE = {ErrorCode.MODEL_MISSING, ErrorCode.MODEL_CORRUPT, ErrorCode.MODEL_MISMATCH, ErrorCode.INTERNAL}
+
+
+def public(exc: FacefuseError) -> FacefuseError:
+    """What a client may see of ``exc``: model and internal errors lose their message details (paths)."""
+    if exc.code not in _SERVER_SIDE:
+        return exc
+    return FacefuseError(exc.code, "a model this server needs is not usable" if exc.code is not ErrorCode.INTERNAL
+                         else "unexpected error on the server", "the operator can find the cause in the server log")
 
 
 def error_response(exc: FacefuseError, request_id: str | None = None) -> JSONResponse:
@@ -38,6 +48,8 @@ def error_response(exc: FacefuseError, request_id: str | None = None) -> JSONRes
         headers["Retry-After"] = str(exc.details.get("retry_after_s", 1))
     if exc.code is ErrorCode.UNAUTHORIZED:
         headers["WWW-Authenticate"] = "Bearer"
+    if exc.code in _CLOSE_AFTER:
+        headers["Connection"] = "close"
     if request_id:
         headers["X-Request-ID"] = request_id
     body = {"error": exc.to_dict(), "request_id": request_id}
@@ -50,7 +62,9 @@ def _request_id(request: Request) -> str | None:
 
 async def _facefuse_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, FacefuseError)
-    return error_response(exc, _request_id(request))
+    if exc.code in _SERVER_SIDE:
+        log.error("request %s: %s", _request_id(request), exc)
+    return error_response(public(exc), _request_id(request))
 
 
 async def _framework_error(request: Request, exc: Exception) -> JSONResponse:

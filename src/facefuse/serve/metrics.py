@@ -36,6 +36,8 @@ class ServiceMetrics:
                                ["reason"], registry=reg)
         self.rejected = Counter("facefuse_queue_rejected", "requests refused because the queue was full",
                                 registry=reg)
+        self.uploads_rejected = Counter("facefuse_uploads_rejected", "requests refused because too many bodies were "
+                                        "being received or buffered at once", registry=reg)
         self.model_load = Gauge("facefuse_model_load_seconds", "time to load each part of the models at start-up",
                                 ["component"], registry=reg)
         self.ready = Gauge("facefuse_ready", "1 once the models are loaded", registry=reg)

@@ -12,6 +12,8 @@ import uuid
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..errors import ErrorCode, FacefuseError
+from .http_errors import error_response
 from .metrics import ServiceMetrics
 
 _CLIENT_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
@@ -61,3 +63,58 @@ class RequestContext:
             route = route_label(scope)
             self.metrics.requests.labels(route, str(status)).inc()
             self.metrics.latency.labels(route).observe(time.perf_counter() - start)
+
+
+class HostAllowList:
+    """Answers 400 to a request whose ``Host`` is not one this service serves (DNS-rebinding protection).
+
+    Why: a web page on another site can make a victim's browser resolve its own name to 127.0.0.1 and then call a
+    service on loopback "same-origin"; the Host header still carries the attacker's name. With no API key that would
+    expose the service, so by default a loopback-bound service without a key answers only loopback names
+    (``ServeSettings.hosts_accepted``).
+    """
+
+    def __init__(self, app: ASGIApp, hosts: frozenset[str]) -> None:
+        self.app = app
+        self.hosts = hosts
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and _host_name(dict(scope["headers"]).get(b"host", b"")) not in self.hosts:
+            response = error_response(FacefuseError(
+                ErrorCode.BAD_REQUEST, "this server does not answer for that host name",
+                "use the address the operator gave you, or ask them to add it to --allowed-hosts"))
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def _host_name(header: bytes) -> str:
+    """``example.com:8000`` → ``example.com``; ``[::1]:8000`` → ``[::1]``."""
+    host = header.decode("latin-1").strip().lower()
+    if host.startswith("["):
+        return host.split("]", 1)[0] + "]"
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+class HeadAsGet:
+    """``HEAD`` on any ``GET`` route: the GET answer's status and headers, without its body.
+
+    Why: health checkers and uptime monitors probe with HEAD, and FastAPI routes declare only GET (405 otherwise).
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def headers_only(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                if message.get("more_body"):
+                    return
+                message = {"type": "http.response.body", "body": b"", "more_body": False}
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, headers_only)

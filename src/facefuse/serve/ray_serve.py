@@ -98,8 +98,8 @@ class FaceAnalysis(_Replica):
         found = await self.analyze(job)
         return found if isinstance(found, FacefuseError) else work.detect_report(found, job.role)
 
-    def models(self, engine: str) -> dict[str, Any]:
-        return work.models_report(self.fuser, engine)
+    def models(self, engines: list[str]) -> dict[str, Any]:
+        return work.models_report(self.fuser, engines)
 
     def stats(self) -> dict[str, Any]:
         """This replica's model batches: {requests in the batch: how many batches}."""
@@ -200,7 +200,7 @@ class RayBackend:
 
     async def models(self) -> dict[str, Any]:
         self.readiness()
-        report: dict[str, Any] = await self.handles[ANALYSIS].models.remote(self.settings.engine)
+        report: dict[str, Any] = await self.handles[ANALYSIS].models.remote(self.settings.engines)
         return report
 
     def _queued_ms(self, start: float, work_ms: float) -> float:

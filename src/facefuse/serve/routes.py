@@ -13,14 +13,11 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from ..analysis.select import parse_face_choice
 from ..errors import ErrorCode, FacefuseError
-from ..fusion.engine import FusionOptions
-from ..imageio import MEDIA_TYPES, output_format
-from ..pipeline import validate_options
+from ..imageio import MEDIA_TYPES, declared_pixels, output_format
 from .negotiation import image_format_wanted
 from .state import ServiceState
-from .uploads import DetectJSON, FuseJSON, FuseOptionsIn, parse_detect, parse_fuse, read_body
+from .uploads import DetectJSON, FuseJSON, FuseOptionsIn, parse_detect, parse_fuse
 from .web import CONTENT_SECURITY_POLICY, WEB_DIR
 from .work import DetectJob, FuseJob
 
@@ -58,6 +55,15 @@ def _multipart_or_json(files: dict[str, str], json_model: type[Any], form_model:
     }}}
 
 
+_FUSE_FILES = {"source": "identity photo", "target": "pose/scene photo"}
+
+
+def fuse_request_body(models: tuple[type[Any], type[Any]]) -> dict[str, Any]:
+    """OpenAPI request body of ``POST /v1/fuse`` for an app's (form, JSON) request models."""
+    form, json_model = models
+    return _multipart_or_json(_FUSE_FILES, json_model, form)
+
+
 async def _disconnect(request: Request) -> None:
     """Returns when the client has gone (the body is already read, so the next ASGI message is the disconnect)."""
     while (await request.receive())["type"] != "http.disconnect":
@@ -69,25 +75,23 @@ def _server_timing(timings_ms: dict[str, float]) -> str:
 
 
 @api.post("/fuse", summary="Fuse the source face into the target photo",
-          openapi_extra=_multipart_or_json({"source": "identity photo", "target": "pose/scene photo"},
-                                           FuseJSON, FuseOptionsIn),
+          openapi_extra=fuse_request_body((FuseOptionsIn, FuseJSON)),
           responses={200: {"content": {"image/jpeg": {}, "image/png": {}, "image/webp": {}},
                            "description": "the image when Accept names an image type, else JSON"}})
 async def fuse(request: Request) -> Response:
     state = service(request)
     backend = state.require_ready()
-    deadline = time.monotonic() + state.settings.deadline_s
-    body = await read_body(request, state.settings.max_body_bytes)
-    upload = await run_in_threadpool(parse_fuse, request, body)  # a large JSON body must not stall the loop
-    given = upload.options
-    options = FusionOptions(profile_degree=given.profile_degree, feature_degree=given.feature_degree,
-                            target_face=parse_face_choice(given.target_face), visible_label=given.visible_label,
-                            engine=given.engine or state.settings.engine)
-    validate_options(options)
-    as_image, accepted_format = image_format_wanted(request.headers.get("accept", ""))
-    fmt = output_format(given.output_format or accepted_format or "jpeg")
-    job = FuseJob(upload.source, upload.target, options, fmt, given.quality)
-    outcome = await backend.fuse(job, deadline=deadline, disconnected=lambda: _disconnect(request))
+    settings = state.settings
+    async with state.uploads.body(request, settings.max_body_bytes, settings.upload_timeout_s) as body:
+        deadline = time.monotonic() + settings.deadline_s  # from here: a slow upload has its own timeout
+        # a large JSON body must not stall the loop
+        upload = await run_in_threadpool(parse_fuse, request, body, state.fuse_models, state.defaults)
+        as_image, accepted_format = image_format_wanted(request.headers.get("accept", ""))
+        fmt = output_format(upload.encoding.output_format or accepted_format or "jpeg")
+        job = FuseJob(upload.source, upload.target, upload.options, fmt, upload.encoding.quality)
+        pixels = declared_pixels(upload.source) + declared_pixels(upload.target)
+        async with state.pixels.hold(pixels, deadline):
+            outcome = await backend.fuse(job, deadline=deadline, disconnected=lambda: _disconnect(request))
     result = outcome.value
     timings = {"queue": outcome.queued_ms, **result.timings_ms}
     state.metrics.observe_stages(timings)
@@ -107,11 +111,13 @@ async def fuse(request: Request) -> Response:
 async def detect(request: Request) -> Response:
     state = service(request)
     backend = state.require_ready()
-    deadline = time.monotonic() + state.settings.deadline_s
-    body = await read_body(request, state.settings.max_body_bytes)
-    upload = await run_in_threadpool(parse_detect, request, body)
-    outcome = await backend.detect(DetectJob(upload.image, upload.role), deadline=deadline,
-                                   disconnected=lambda: _disconnect(request))
+    settings = state.settings
+    async with state.uploads.body(request, settings.max_body_bytes, settings.upload_timeout_s) as body:
+        deadline = time.monotonic() + settings.deadline_s
+        upload = await run_in_threadpool(parse_detect, request, body)
+        async with state.pixels.hold(declared_pixels(upload.image), deadline):
+            outcome = await backend.detect(DetectJob(upload.image, upload.role), deadline=deadline,
+                                           disconnected=lambda: _disconnect(request))
     report = outcome.value
     report["timings_ms"] = {"queue": round(outcome.queued_ms, 2), **report["timings_ms"]}
     state.metrics.observe_stages(report["timings_ms"])
@@ -123,6 +129,14 @@ async def detect(request: Request) -> Response:
 async def models(request: Request) -> dict[str, Any]:
     state = service(request)
     return await state.require_ready().models()
+
+
+@ops.get("/v1/options", summary="The fusion options a request may set, as JSON Schema (what the web page's "
+                                 "controls are built from)", tags=["fusion"])
+async def options(request: Request) -> dict[str, Any]:
+    state = service(request)
+    form, _ = state.fuse_models
+    return {"schema": form.model_json_schema(), "engines": state.settings.engines}
 
 
 @ops.get("/healthz", summary="The process is up")

@@ -7,22 +7,32 @@ validated before the server binds, so a typo in ``FACEFUSE_PORT`` fails at start
 from __future__ import annotations
 
 import os
-from typing import Annotated, Literal
+from dataclasses import replace
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, create_model, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from ..config import AnalysisConfig, ImageLimits, RuntimeConfig, StoreConfig
+from ..config import AnalysisConfig, GpuOptions, ImageLimits, Precision, RuntimeConfig, StoreConfig
 from ..fusion.engine import FusionOptions
 from ..pipeline import FuserConfig
+from ..schema import Scope, fields_of
+
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 
 def _cores() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
-class ServeSettings(BaseSettings):
-    """Everything ``facefuse serve`` can be told; each field is also ``FACEFUSE_<NAME>`` in the environment."""
+class _Settings(BaseSettings):
+    """Everything ``facefuse serve`` can be told; each field is also ``FACEFUSE_<NAME>`` in the environment.
+
+    The operator-scope options (:class:`~facefuse.fusion.engine.FusionOptions` fields declared with
+    ``scope=Scope.OPERATOR``, such as ``crop_size``, and :class:`~facefuse.config.GpuOptions`) are added to this
+    class as settings of their own below.
+    """
 
     model_config = SettingsConfigDict(env_prefix="FACEFUSE_", extra="ignore", frozen=True)
 
@@ -38,14 +48,35 @@ class ServeSettings(BaseSettings):
     api_key: SecretStr | None = Field(None, description="if set, /v1/* require 'Authorization: Bearer <key>'")
     cors_origin: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="comma-separated origins allowed by CORS (off when empty)")
-    max_body_mb: float = Field(32.0, gt=0, description="largest request body; refused with 413 while reading")
+    max_body_mb: float = Field(32.0, gt=0, description="largest request body (MiB); refused with 413 while reading")
+    header_timeout_s: float = Field(10.0, gt=0, le=300, description="a connection whose request line and headers "
+                                    "have not all arrived this long after it opened (or after its last answer) is "
+                                    "closed (idle and slow-header clients)")
+    upload_timeout_s: float = Field(30.0, gt=0, le=3600, description="longest a request body may take to arrive; "
+                                    "slower uploads get 408 (the deadline only starts once the body is in)")
+    max_uploads: int = Field(16, ge=1, le=10_000, description="request bodies being received at once; beyond it: 429")
+    max_buffered_mb: float = Field(256.0, gt=0, description="request bytes held in memory by all requests together "
+                                   "(MiB); a body that would pass it gets 429")
+    max_decoded_mpx: float = Field(120.0, gt=0, description="decoded megapixels all requests in progress may hold "
+                                   "together (a 73 KB PNG can decode to 25 MP); work waits for room, within its "
+                                   "deadline")
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="comma-separated Host header values accepted (DNS-rebinding protection); "
+                                          "empty: loopback names only when bound to loopback without an API key, "
+                                          "else any")
     max_image_mb: float = Field(12.0, gt=0, description="largest single image after base64 decoding")
     max_pixels: int = Field(25_000_000, gt=0, description="largest image in pixels (checked from the header)")
     detector: str = Field(AnalysisConfig.detector, description="face detector used by the service")
-    engine: str = Field(FusionOptions.engine, description="fusion engine: mesh, or a neural swapper whose model is "
-                                                          "installed (see `facefuse models list`)")
+    engines: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: [FusionOptions().engine],
+        description="comma-separated fusion engines loaded at start (mesh, or swappers whose models are installed, "
+                    "see `facefuse models list`); requests may name only these, the first is the default")
+    allow_noncommercial_models: bool = Field(
+        default_factory=lambda: StoreConfig().allow_noncommercial_models,
+        description="allow models licensed for non-commercial use only (false: such stages use their classic method "
+                    "or are refused)")
     providers: str = Field("", description="comma-separated ONNX Runtime providers in order of preference")
-    precision: Literal["fp32", "int8", "fp16"] = Field(
+    precision: Precision = Field(
         AnalysisConfig.precision, description="use the INT8/FP16 model variants `facefuse optimize --install` made "
                                               "(FP32 where none passed)")
     batch_window_ms: float = Field(0.0, ge=0, le=100,
@@ -65,12 +96,25 @@ class ServeSettings(BaseSettings):
                                         description="Ray: CPUs reserved by each replica; ONNX Runtime uses as many "
                                                     "threads")
 
-    @field_validator("cors_origin", mode="before")
+    @field_validator("cors_origin", "engines", "allowed_hosts", mode="before")
     @classmethod
-    def _split_origins(cls, value: object) -> object:
+    def _split_list(cls, value: object) -> object:
         if isinstance(value, str):
-            return [origin.strip() for origin in value.split(",") if origin.strip()]
+            return [item.strip() for item in value.split(",") if item.strip()]
         return value
+
+    @field_validator("engines")
+    @classmethod
+    def _some_engine(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("name at least one engine")
+        return list(dict.fromkeys(value))
+
+    def fusion_defaults(self) -> FusionOptions:
+        """The options a request starts from: the library's, the first loaded engine, and the operator-scope options
+        (e.g. ``crop_size``) this server was started with."""
+        return FusionOptions(engine=self.engines[0],
+                             **{name: getattr(self, name) for name in fields_of(FusionOptions, Scope.OPERATOR)})
 
     @field_validator("autoscale")
     @classmethod
@@ -93,6 +137,15 @@ class ServeSettings(BaseSettings):
         return int(self.max_body_mb * 1024 * 1024)
 
     @property
+    def hosts_accepted(self) -> frozenset[str] | None:
+        """Host header names (without port) this service answers; ``None`` = any."""
+        if self.allowed_hosts:
+            return frozenset(h.lower() for h in self.allowed_hosts)
+        if self.api_key is None and self.host in LOOPBACK_HOSTS:
+            return LOOPBACK_HOSTS
+        return None
+
+    @property
     def deadline_s(self) -> float:
         return self.deadline_ms / 1000.0
 
@@ -104,9 +157,21 @@ class ServeSettings(BaseSettings):
         or pinned to ``threads`` (a Ray replica's CPU share)."""
         providers = tuple(p for p in self.providers.split(",") if p.strip()) or None
         return FuserConfig(
-            store=store or StoreConfig(),
+            store=replace(store or StoreConfig(), allow_noncommercial_models=self.allow_noncommercial_models),
             runtime=RuntimeConfig(providers=providers, concurrency=self.workers, intra_op_threads=threads or 0,
-                                  batch_window_ms=self.batch_window_ms, batch_max=self.max_batch),
+                                  batch_window_ms=self.batch_window_ms, batch_max=self.max_batch,
+                                  gpu=GpuOptions(**{name: getattr(self, name) for name in fields_of(GpuOptions)})),
             analysis=AnalysisConfig(detector=self.detector, precision=self.precision, limits=self.image_limits()),
             analysis_cache_mb=self.analysis_cache_mb,
         )
+
+
+def _with_operator_options(base: type[_Settings]) -> Any:
+    """``base`` plus one setting per operator-scope option (fusion options such as ``crop_size``, and the GPU
+    options), with that option's type, range and help."""
+    extra: dict[str, Any] = {name: (info.annotation, info) for model in (FusionOptions, GpuOptions)
+                             for name, info in fields_of(model, Scope.OPERATOR).items()}
+    return create_model("ServeSettings", __base__=base, __module__=__name__, __doc__=base.__doc__, **extra)
+
+
+ServeSettings = _with_operator_options(_Settings)

@@ -1,5 +1,5 @@
 """Reading request bodies safely: a byte limit enforced while the body streams in, multipart parsed in memory,
-base64 JSON decoded strictly, and options validated into typed values.
+base64 JSON decoded strictly, and options validated once into the library's own option objects.
 
 Why not Starlette's form parser: it spools file parts over 1 MB to a temporary file, and uploads must never touch
 the disk. python-multipart (the parser Starlette itself uses) is driven directly here with in-memory callbacks.
@@ -8,13 +8,18 @@ Image bytes are never trusted by their declared content type: :func:`facefuse.im
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from copy import copy
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from prometheus_client import Counter
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from python_multipart import MultipartParser
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import parse_options_header
@@ -22,35 +27,83 @@ from starlette.requests import Request
 
 from ..errors import ErrorCode, FacefuseError
 from ..fusion.engine import FusionOptions
-from .http_errors import validation_problems
+from ..pipeline import EncodeOptions
+from ..schema import Scope, fields_of, invalid_options
 
 _MAX_PARTS = 16
 _MAX_TEXT_FIELD = 4096
-_DEFAULTS = FusionOptions()
 
 
 def _body_too_large(size: int, limit: int) -> FacefuseError:
-    return FacefuseError(ErrorCode.IMAGE_TOO_LARGE, f"the request body is over {limit / 1e6:.1f} MB",
+    return FacefuseError(ErrorCode.IMAGE_TOO_LARGE, f"the request body is over {limit / 2**20:g} MiB",
                          "send smaller or more compressed photos", {"bytes_read": size, "max_body_bytes": limit})
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The whole body, refusing with 413 as soon as the declared or received size passes ``limit``."""
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        if not declared.isdigit():
-            raise FacefuseError(ErrorCode.BAD_REQUEST, "the Content-Length header is not a number",
-                                "let your HTTP client set it")
-        if int(declared) > limit:
-            raise _body_too_large(int(declared), limit)
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _body_too_large(size, limit)
-        chunks.append(chunk)
-    return b"".join(chunks)
+class UploadGate:
+    """What request bodies may hold at once: how many are being received, and how many bytes all requests in
+    progress keep in memory (a body stays buffered until its request is answered).
+
+    Why: without it, ten stalled 30 MB uploads held 300 MB; the per-request limit alone does not bound the sum.
+    A request over either budget gets 429 at once. Used only on the event loop, so plain counters suffice.
+    """
+
+    def __init__(self, max_uploads: int, max_bytes: int, rejected: Counter) -> None:
+        self.max_uploads = max_uploads
+        self.max_bytes = max_bytes
+        self.rejected = rejected
+        self.receiving = 0
+        self.held = 0
+
+    def _busy(self, what: str) -> FacefuseError:
+        self.rejected.inc()
+        return FacefuseError(ErrorCode.QUEUE_FULL, f"the server is receiving too many uploads ({what})",
+                             "retry in a few seconds", {"retry_after_s": 2})
+
+    @asynccontextmanager
+    async def body(self, request: Request, limit: int, timeout_s: float) -> AsyncIterator[bytes]:
+        """The whole body, held for the ``with`` block: 413 as soon as the declared or received size passes
+        ``limit``, 408 when it has not all arrived within ``timeout_s``, 429 when a budget is used up."""
+        declared = request.headers.get("content-length")
+        if declared is not None:
+            if not declared.isdigit():
+                raise FacefuseError(ErrorCode.BAD_REQUEST, "the Content-Length header is not a number",
+                                    "let your HTTP client set it")
+            if int(declared) > limit:
+                raise _body_too_large(int(declared), limit)
+        if self.receiving >= self.max_uploads:
+            raise self._busy(f"{self.receiving} at once")
+        chunks: list[bytes] = []
+        held = [0]  # bytes this request added to self.held
+
+        async def receive() -> None:
+            size = 0
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise _body_too_large(size, limit)
+                if self.held + len(chunk) > self.max_bytes:
+                    raise self._busy(f"{self.held / 2**20:.0f} MiB buffered")
+                self.held += len(chunk)
+                held[0] += len(chunk)
+                chunks.append(chunk)
+
+        self.receiving += 1
+        try:
+            await asyncio.wait_for(receive(), timeout_s)
+        except asyncio.TimeoutError:
+            self.held -= held[0]
+            raise FacefuseError(ErrorCode.UPLOAD_TIMEOUT, f"the request body did not arrive within {timeout_s:g} s",
+                                "check the connection, or send smaller photos",
+                                {"bytes_read": held[0], "upload_timeout_s": timeout_s}) from None
+        except BaseException:
+            self.held -= held[0]
+            raise
+        finally:
+            self.receiving -= 1
+        try:
+            yield b"".join(chunks)
+        finally:
+            self.held -= held[0]
 
 
 @dataclass
@@ -123,30 +176,48 @@ def decode_base64(value: str, name: str) -> bytes:
                             "send the image file's bytes encoded as standard base64", {"field": name}) from None
 
 
-OutputFormat = Literal["jpeg", "jpg", "png", "webp"]
-
-
-class FuseOptionsIn(BaseModel):
-    """Options of ``POST /v1/fuse``, the same in a form and in JSON (defaults are the library's)."""
-
+class _RequestModel(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
-    profile_degree: float = Field(_DEFAULTS.profile_degree, ge=0, le=100, allow_inf_nan=False,
-                                  description="0 keeps the target's face shape, 100 takes the source's")
-    feature_degree: float = Field(_DEFAULTS.feature_degree, ge=0, le=100, allow_inf_nan=False,
-                                  description="0 keeps the target's features and skin, 100 takes the source's")
-    target_face: str = Field(str(_DEFAULTS.target_face), max_length=16,
-                             description="'largest', 'all' or a face index counted from 0, left to right")
-    output_format: OutputFormat | None = Field(None, description="image format; default: from Accept, else jpeg")
-    quality: int = Field(92, ge=1, le=100, description="JPEG/WebP quality")
-    visible_label: bool = Field(True, description="draw the visible 'AI-generated' tag (metadata label is always on)")
-    engine: str | None = Field(None, max_length=40,
-                               description="fusion engine: 'mesh' or an installed swapper; default: the server's")
+
+def fuse_request_models(defaults: FusionOptions | None = None,
+                        engines: Sequence[str] | None = None) -> tuple[type[BaseModel], type[BaseModel]]:
+    """The fields of ``POST /v1/fuse`` as (form model, JSON model), derived from the request-scope fields of
+    :class:`~facefuse.fusion.engine.FusionOptions` and the fields of :class:`~facefuse.pipeline.EncodeOptions`.
+
+    ``defaults`` are the server's (its engine and operator-scope options); ``engines`` limits ``engine`` to the ones
+    the operator loaded, so naming any other is a 400 before any work is queued. The JSON model adds the two photos
+    as base64 strings; the form model is what multipart text fields are checked against (the photos are file parts).
+    """
+    defaults = defaults or FusionOptions()
+    fields: dict[str, Any] = {}
+    for name, info in fields_of(FusionOptions, Scope.REQUEST).items():
+        field = copy(info)
+        field.default = getattr(defaults, name)
+        annotation = Literal[tuple(engines)] if name == "engine" and engines else info.annotation
+        fields[name] = (annotation, field)
+    fields.update({name: (info.annotation, info) for name, info in fields_of(EncodeOptions).items()})
+    form = create_model("FuseOptionsIn", __base__=_RequestModel, __module__=__name__, **fields,
+                        __doc__="Options of ``POST /v1/fuse``, the same in a form and in JSON.")
+    json_model = create_model(
+        "FuseJSON", __base__=form, __module__=__name__,
+        source=(str, Field(description="source photo (identity), base64 or a data: URL")),
+        target=(str, Field(description="target photo (pose, expression, scene), base64 or a data: URL")))
+    return form, json_model
 
 
-class FuseJSON(FuseOptionsIn):
-    source: str = Field(description="source photo (identity), base64 or a data: URL")
-    target: str = Field(description="target photo (pose, expression, scene), base64 or a data: URL")
+# With the library's defaults and any engine name: what the module-level OpenAPI of the routes shows and what a
+# client generator can import; each app builds its own pair from its settings (ServiceState.fuse_models).
+FuseOptionsIn, FuseJSON = fuse_request_models()
+
+
+def fusion_request(given: BaseModel, defaults: FusionOptions) -> tuple[FusionOptions, EncodeOptions]:
+    """Split a validated request into the fusion options (the server's defaults updated with the request's fields)
+    and the encoding; both were checked by the request model, so nothing is validated a second time."""
+    values = given.model_dump()
+    options = defaults.model_copy(update={name: values[name] for name in fields_of(FusionOptions, Scope.REQUEST)})
+    encoding = EncodeOptions.model_construct(**{name: values[name] for name in fields_of(EncodeOptions)})
+    return options, encoding
 
 
 class DetectJSON(BaseModel):
@@ -160,7 +231,8 @@ class DetectJSON(BaseModel):
 class FuseInput:
     source: bytes
     target: bytes
-    options: FuseOptionsIn
+    options: FusionOptions
+    encoding: EncodeOptions
 
 
 @dataclass(frozen=True)
@@ -169,20 +241,15 @@ class DetectInput:
     role: str
 
 
-def _invalid(exc: ValidationError) -> FacefuseError:
-    first = exc.errors()[0]
-    name = ".".join(str(p) for p in first["loc"]) or "body"
-    code = ErrorCode.BAD_REQUEST if first["type"] == "missing" else ErrorCode.INVALID_OPTION
-    return FacefuseError(code, f"'{name}': {first['msg']}", "see /docs for the fields and their ranges",
-                         {"problems": validation_problems(exc.errors())})
-
-
 def _json_object(body: bytes) -> dict[str, Any]:
     try:
         value = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise FacefuseError(ErrorCode.BAD_REQUEST, f"the body is not valid JSON ({exc})",
                             "send JSON, or multipart/form-data with files") from None
+    except (ValueError, RecursionError):  # an integer over Python's 4300 digits, or nesting deeper than the stack
+        raise FacefuseError(ErrorCode.BAD_REQUEST, "the JSON body has a number too long or nesting too deep",
+                            "send the documented fields: numbers of a few digits, no nested objects") from None
     if not isinstance(value, dict):
         raise FacefuseError(ErrorCode.BAD_REQUEST, "the JSON body must be an object", "see /docs for the fields")
     return value
@@ -219,20 +286,26 @@ def _unsupported_body(media_type: str) -> FacefuseError:
                          "send multipart/form-data or application/json", {"content_type": media_type})
 
 
-def parse_fuse(request: Request, body: bytes) -> FuseInput:
+def parse_fuse(request: Request, body: bytes, models: tuple[type[BaseModel], type[BaseModel]],
+               defaults: FusionOptions) -> FuseInput:
+    """``models`` are the app's (form, JSON) request models, ``defaults`` its fusion defaults."""
+    form_model, json_model = models
     media_type = _media_type(request)
     try:
         if media_type == "multipart/form-data":
             fields = parse_multipart(body, request.headers["content-type"])
             _require_files(fields, ("source", "target"))
-            options = FuseOptionsIn.model_validate(_text_fields(fields, ("source", "target")))
-            return FuseInput(fields["source"], fields["target"], options)
-        if media_type == "application/json":
-            data = FuseJSON.model_validate(_json_object(body))
-            return FuseInput(decode_base64(data.source, "source"), decode_base64(data.target, "target"), data)
+            given = form_model.model_validate(_text_fields(fields, ("source", "target")))
+            source, target = fields["source"], fields["target"]
+        elif media_type == "application/json":
+            given = json_model.model_validate(_json_object(body))
+            source = decode_base64(given.source, "source")  # type: ignore[attr-defined]
+            target = decode_base64(given.target, "target")  # type: ignore[attr-defined]
+        else:
+            raise _unsupported_body(media_type)
     except ValidationError as exc:
-        raise _invalid(exc) from None
-    raise _unsupported_body(media_type)
+        raise invalid_options(exc, json_model) from None
+    return FuseInput(source, target, *fusion_request(given, defaults))
 
 
 def parse_detect(request: Request, body: bytes) -> DetectInput:
@@ -248,5 +321,5 @@ def parse_detect(request: Request, body: bytes) -> DetectInput:
             data = DetectJSON.model_validate(_json_object(body))
             return DetectInput(decode_base64(data.image, "image"), data.role)
     except ValidationError as exc:
-        raise _invalid(exc) from None
+        raise invalid_options(exc, DetectJSON) from None
     raise _unsupported_body(media_type)

@@ -84,11 +84,13 @@ def detect_report(analysis: ImageAnalysis, role: str) -> dict[str, Any]:
     return {**analysis.to_dict(with_landmarks=False), "verdict": quality_verdict(analysis, role)}
 
 
-def models_report(fuser: Fuser, engine: str) -> dict[str, Any]:
-    """What ``GET /v1/models`` shows: the loaded detector, engine and providers, and the store's catalogue."""
+def models_report(fuser: Fuser, engines: list[str]) -> dict[str, Any]:
+    """What ``GET /v1/models`` shows: the loaded detector, engines (the first is the default) and providers, and
+    the store's catalogue."""
     return {
         "detector": fuser.config.analysis.detector,
-        "engine": engine,
+        "engine": engines[0],
+        "engines": engines,
         "providers": fuser.runtime.providers,
         "models": [{"name": e.name, "task": e.task.value, "licence": e.licence_note,
                     "commercial_use": e.commercial_use, "default": e.default,

@@ -5,8 +5,10 @@ const $ = (id) => document.getElementById(id);
 
 const state = {
   files: { source: null, target: null },
-  targetFaces: [],
-  targetFace: "largest",
+  faces: { source: [], target: [] }, // what /v1/detect found in each photo
+  faceChoice: {}, // option name (target_face, source_face) → "largest", "all" or an index, as text
+  faceOptions: {}, // role → the face option's JSON Schema
+  controls: [], // [name, read()] of every generated control
   resultUrl: null,
   previewUrls: { source: null, target: null },
   pending: null, // AbortController of the fusion in flight
@@ -96,11 +98,10 @@ function setFile(role, file) {
   img.src = state.previewUrls[role];
   img.hidden = false;
   $(role + "-drop").classList.add("filled");
-  if (role === "target") {
-    state.targetFace = "largest";
-    state.targetFaces = [];
-    renderFacePicker();
-  }
+  state.faces[role] = [];
+  const option = state.faceOptions[role];
+  if (option) state.faceChoice[option.name] = String(option.default);
+  renderFacePicker(role);
   clearError();
   checkPhoto(role, file);
   updateButton();
@@ -126,10 +127,8 @@ async function checkPhoto(role, file) {
       verdict.textContent = friendly({ code: report.verdict.code, message: report.verdict.message, details: { image: role } }) +
         (report.verdict.hint ? " — " + report.verdict.hint : "");
     }
-    if (role === "target") {
-      state.targetFaces = report.faces;
-      renderFacePicker(report.image_size);
-    }
+    state.faces[role] = report.faces;
+    renderFacePicker(role, report.image_size);
   } catch (error) {
     if (state.files[role] !== file) return;
     verdict.classList.add("bad");
@@ -137,23 +136,28 @@ async function checkPhoto(role, file) {
   }
 }
 
-function renderFacePicker(imageSize) {
-  const picker = $("face-picker");
-  const choices = $("face-choices");
-  const boxes = $("target-boxes");
+// The face picker of a photo: shown when the photo has several faces and the server takes a face option for it
+// (target_face, source_face). Its fixed choices ("largest", "all") come from that option's schema.
+function renderFacePicker(role, imageSize) {
+  const picker = $(role + "-face-picker");
+  const choices = $(role + "-face-choices");
+  const boxes = $(role + "-boxes");
   choices.replaceChildren();
   boxes.replaceChildren();
-  const faces = state.targetFaces;
-  picker.hidden = faces.length < 2;
-  if (faces.length < 2) return;
-  const options = [["largest", "Largest"], ["all", "All"]].concat(faces.map((_, i) => [String(i), `Face ${i + 1}`]));
-  for (const [value, text] of options) {
+  const option = state.faceOptions[role];
+  const faces = state.faces[role];
+  picker.hidden = !option || faces.length < 2;
+  if (picker.hidden) return;
+  const chosen = state.faceChoice[option.name];
+  const named = enumOf(option.schema).map((value) => [value, value.charAt(0).toUpperCase() + value.slice(1)]);
+  const all = named.concat(faces.map((_, i) => [String(i), `Face ${i + 1}`]));
+  for (const [value, text] of all) {
     const button = document.createElement("button");
     button.type = "button";
     button.textContent = text;
     button.dataset.face = value;
-    button.setAttribute("aria-pressed", String(value === String(state.targetFace)));
-    button.addEventListener("click", () => chooseFace(value));
+    button.setAttribute("aria-pressed", String(value === chosen));
+    button.addEventListener("click", () => chooseFace(role, value));
     choices.appendChild(button);
   }
   if (!imageSize) return;
@@ -161,7 +165,7 @@ function renderFacePicker(imageSize) {
   faces.forEach((face, i) => {
     const [x, y, bw, bh] = face.box;
     const box = document.createElement("span");
-    box.className = "box" + (String(i) === String(state.targetFace) ? " chosen" : "");
+    box.className = "box" + (String(i) === chosen ? " chosen" : "");
     box.style.left = (100 * x / w) + "%";
     box.style.top = (100 * y / h) + "%";
     box.style.width = (100 * bw / w) + "%";
@@ -170,15 +174,15 @@ function renderFacePicker(imageSize) {
     box.title = `Face ${i + 1}`;
     box.addEventListener("click", (event) => {
       event.preventDefault();
-      chooseFace(String(i));
+      chooseFace(role, String(i));
     });
     boxes.appendChild(box);
   });
 }
 
-function chooseFace(value) {
-  state.targetFace = value;
-  renderFacePicker(imageSizeOf($("target-preview")));
+function chooseFace(role, value) {
+  state.faceChoice[state.faceOptions[role].name] = value;
+  renderFacePicker(role, imageSizeOf($(role + "-preview")));
   fuse();
 }
 
@@ -272,11 +276,11 @@ async function fuse() {
   const form = new FormData();
   form.append("source", state.files.source, state.files.source.name || "source.jpg");
   form.append("target", state.files.target, state.files.target.name || "target.jpg");
-  form.append("profile_degree", $("profile").value);
-  form.append("feature_degree", $("feature").value);
-  form.append("target_face", String(state.targetFace));
-  form.append("output_format", $("format").value);
-  form.append("visible_label", $("visible-label").checked ? "true" : "false");
+  for (const [name, read] of state.controls) {
+    const value = read();
+    if (value !== null) form.append(name, value);
+  }
+  for (const [name, value] of Object.entries(state.faceChoice)) form.append(name, value);
   $("busy").hidden = false;
   clearError();
   const started = performance.now();
@@ -348,17 +352,107 @@ function debounce(fn, ms) {
   };
 }
 
-function wireControls() {
+// ---- controls, built from the server's option schema ----------------------------------------------------------
+
+// The string values a field allows ("enum", "const", or either inside "anyOf"); [] when it is free.
+function enumOf(schema) {
+  if (schema.enum) return schema.enum.filter((v) => v !== null).map(String);
+  if (schema.const !== undefined) return [String(schema.const)];
+  return (schema.anyOf || []).flatMap(enumOf);
+}
+
+function idFor(name) {
+  return name.replace(/_/g, "-");
+}
+
+function addSlider(name, schema, onChange) {
+  const id = idFor(name);
+  const label = document.createElement("label");
+  label.htmlFor = id;
+  label.title = schema.description || "";
+  const shown = document.createElement("output");
+  shown.id = id + "-value";
+  label.append(schema.title || name, " ", shown);
+  const input = document.createElement("input");
+  input.type = "range";
+  input.id = id;
+  input.min = schema.minimum;
+  input.max = schema.maximum;
+  input.step = schema.type === "integer" || schema.maximum - schema.minimum >= 20 ? 1 : (schema.maximum - schema.minimum) / 100;
+  input.value = schema.default;
+  shown.textContent = input.value;
+  input.addEventListener("input", () => {
+    shown.textContent = input.value;
+    onChange();
+  });
+  $("sliders").append(label, input);
+  return () => input.value;
+}
+
+function addCheckbox(name, schema, onChange) {
+  const label = document.createElement("label");
+  label.title = schema.description || "";
+  const input = document.createElement("input");
+  input.type = "checkbox";
+  input.id = idFor(name);
+  input.checked = Boolean(schema.default);
+  input.addEventListener("change", onChange);
+  label.append(input, " " + (schema.title || name));
+  $("choices").append(label);
+  return () => (input.checked ? "true" : "false");
+}
+
+function addSelect(name, schema, values, onChange) {
+  const label = document.createElement("label");
+  label.title = schema.description || "";
+  const select = document.createElement("select");
+  select.id = idFor(name);
+  const nullable = (schema.anyOf || []).some((s) => s.type === "null");
+  if (nullable) select.add(new Option("default", ""));
+  for (const value of values) select.add(new Option(value, value));
+  select.value = schema.default === null || schema.default === undefined ? "" : String(schema.default);
+  select.addEventListener("change", onChange);
+  label.append((schema.title || name) + " ", select);
+  label.hidden = values.length < 2 && !nullable; // one choice is no choice
+  $("choices").append(label);
+  return () => (select.value === "" ? null : select.value);
+}
+
+// One control per field: a number with a range → slider, a boolean → checkbox, a fixed set of values → select,
+// "x-control": "face" → the face picker of the photo its name starts with; anything else is sent as its default.
+function buildControls(schema) {
   const refuse = debounce(fuse, 250);
-  for (const id of ["profile", "feature"]) {
-    const slider = $(id);
-    slider.addEventListener("input", () => {
-      $(id + "-value").textContent = slider.value;
-      refuse();
-    });
+  for (const [name, field] of Object.entries(schema.properties)) {
+    if (field["x-control"] === "face") {
+      const role = name.split("_")[0];
+      state.faceOptions[role] = { name, schema: field, default: field.default };
+      state.faceChoice[name] = String(field.default);
+      continue;
+    }
+    const values = enumOf(field);
+    let read = null;
+    if ((field.type === "number" || field.type === "integer") && field.minimum !== undefined && field.maximum !== undefined) {
+      read = addSlider(name, field, refuse);
+    } else if (field.type === "boolean") {
+      read = addCheckbox(name, field, refuse);
+    } else if (values.length) {
+      read = addSelect(name, field, values, refuse);
+    }
+    if (read) state.controls.push([name, read]);
   }
-  $("visible-label").addEventListener("change", refuse);
-  $("format").addEventListener("change", refuse);
+}
+
+async function loadOptions() {
+  try {
+    const response = await fetch("/v1/options", { headers: { Accept: "application/json" } });
+    if (!response.ok) throw new Error(String(response.status));
+    buildControls((await response.json()).schema);
+  } catch (err) {
+    showError({ code: "NETWORK", message: "Could not load the fusion options", hint: "reload the page" });
+  }
+}
+
+function wireControls() {
   $("fuse").addEventListener("click", fuse);
   const key = sessionStorage.getItem("facefuse-api-key");
   if (key) $("api-key").value = key;
@@ -369,3 +463,4 @@ wireDrop("source");
 wireDrop("target");
 wireCamera();
 wireControls();
+loadOptions();

@@ -9,11 +9,11 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from ..analysis.types import Face
-from ..geometry.regions import FACE_OVAL, LEFT_EYE, LIPS_INNER, RIGHT_EYE, polygon_mask, shrink
-from ..models import ModelStore
-from ..runtime import Runtime
-from .recognizer import RECOGNIZERS, Recognizer, l2_normalise
+from facefuse.analysis.types import Face
+from facefuse.geometry.regions import FACE_OVAL, LEFT_EYE, LIPS_INNER, RIGHT_EYE, polygon_mask, shrink
+from facefuse.models import ModelStore
+from facefuse.runtime import Runtime
+from facefuse.fusion.recognizer import RECOGNIZERS, Recognizer, l2_normalise
 
 
 class IdentityJudge:

@@ -15,9 +15,9 @@ import numpy as np
 import onnx
 from onnx import shape_inference
 
-from ..config import RuntimeConfig
-from ..errors import ErrorCode, FacefuseError
-from ..runtime import Runtime
+from facefuse.config import RuntimeConfig
+from facefuse.errors import ErrorCode, FacefuseError
+from facefuse.runtime import Runtime
 
 
 MAC_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")

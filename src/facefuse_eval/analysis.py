@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .landmarks import (
+from facefuse.analysis.landmarks import (
     LEFT_EYE_INNER,
     LEFT_EYE_OUTER,
     MOUTH_LEFT,
@@ -23,7 +23,7 @@ from .landmarks import (
     RIGHT_EYE_INNER,
     RIGHT_EYE_OUTER,
 )
-from .nms import iou_xyxy
+from facefuse.analysis.nms import iou_xyxy
 
 # iBUG-68 index -> FaceMesh vertex for the points both schemes share
 IBUG68_TO_MESH: dict[int, int] = {
