@@ -47,7 +47,7 @@ test: install $(VENV)/.test-installed browser test-data
 
 bench: install $(VENV)/.test-installed test-data
 	$(BIN)/python benchmarks/load.py --backend ray
-	for s in analysis quality fusion_speed load optimize engines_cost report; do $(BIN)/python benchmarks/$$s.py || exit 1; done
+	for s in analysis quality fusion_speed load optimize engines_cost jobs report; do $(BIN)/python benchmarks/$$s.py || exit 1; done
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache artifacts .test-data

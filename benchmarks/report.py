@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from common import REPO, RESULTS
 
-ORDER = ["analysis", "quality", "fusion_speed", "load", "load_ray", "optimize", "engines_cost"]
+ORDER = ["analysis", "quality", "fusion_speed", "load", "load_ray", "optimize", "engines_cost", "video", "jobs"]
 
 HEADER = """# Benchmarks
 

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
 
 from facefuse.errors import ErrorCode, FacefuseError
 from facefuse.fusion.engine import FusionOptions
 from facefuse_eval.fusion import IdentityJudge, face_region, openness
-from facefuse.imageio import decode_image, read_label
+from facefuse.imageio import decode_image, encode_image, read_label
 
 FULL = dict(profile_degree=100, feature_degree=100, visible_label=False)
 
@@ -200,11 +202,20 @@ def test_reused_photos_are_analysed_once(store_config, photos):
     fuser = Fuser(FuserConfig(store=store_config, analysis_cache_mb=8))
     first = fuser.analyze(photos["obama"])
     again = fuser.analyze(photos["obama"].read_bytes())
-    assert "cache_hit" in again.timings_ms and "cache_hit" not in first.timings_ms
-    assert again.faces is first.faces
+    assert "cache_hit" in again.timings_ms and "detect" not in again.timings_ms  # no model ran
+    assert "cache_hit" not in first.timings_ms
+    assert np.array_equal(again.faces[0].landmarks, first.faces[0].landmarks)
+    # shared across requests and threads: nobody can change a cached face
+    with pytest.raises(ValueError):
+        again.faces[0].landmarks[0, 0] = 0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        again.faces[0].score = 0.0  # type: ignore[misc]
     # a photo that does not fit the 8 MB budget is analysed every time, and evicts nothing
-    big = fuser.analyze(photos["group"])
-    assert "cache_hit" not in fuser.analyze(photos["group"]).timings_ms or big.image.nbytes <= 8 * 2**20
+    image = decode_image(photos["obama"]).pixels
+    big = encode_image(cv2.resize(image, (image.shape[1] * 2, image.shape[0] * 2)), "JPEG")  # 12 MB decoded
+    assert fuser.analyze(big).image.nbytes > 8 * 2**20
+    assert "cache_hit" not in fuser.analyze(big).timings_ms
+    assert "cache_hit" in fuser.analyze(photos["obama"]).timings_ms
     assert np.array_equal(fuser.fuse(photos["biden"], photos["obama"]).image,
                           Fuser(FuserConfig(store=store_config, analysis_cache_mb=0))
                           .fuse(photos["biden"], photos["obama"]).image)

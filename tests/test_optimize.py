@@ -187,9 +187,13 @@ def test_cli_writes_report(photos, tmp_path, capsys, model_home):
                  "--holdout", str(photos["holdout"]), "--max-images", "12", "--runs", "3",
                  "--output", str(tmp_path / "m.onnx"), "--report", str(report_path)])
     out = capsys.readouterr().out
-    assert code == 0 and "min_cosine" in out and ("RESULT: PASS" in out or "RESULT: FAIL" in out)
     saved = json.loads(report_path.read_text())
-    assert saved["passed"] == ("RESULT: PASS" in out) and saved["size_bytes"]["int8"] < saved["size_bytes"]["fp32"]
+    # the printed verdict, the saved verdict and the checks agree, and the printed figure is the saved one
+    verdict = all(check["passed"] for check in saved["checks"])
+    assert code == 0 and saved["passed"] is verdict
+    assert f"RESULT: {'PASS' if verdict else 'FAIL'}" in out.splitlines()
+    assert f"min_cosine = {saved['metrics']['min_cosine']:.4f}" in out
+    assert saved["size_bytes"]["int8"] < saved["size_bytes"]["fp32"]
 
 
 def test_detection_metric_counts_moved_and_lost_faces():

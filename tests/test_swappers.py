@@ -321,3 +321,17 @@ def test_engine_without_its_identity_models_is_refused(parts, tmp_path):
     with pytest.raises(FacefuseError) as caught:
         SwapperEngine("hyperswap_1a_256", Runtime().session(model))
     assert caught.value.code is ErrorCode.MODEL_MISSING
+
+
+def test_one_swapper_table_makes_the_registry_entries_and_the_engines():
+    """A swapper is one row of facefuse.models.swappers: its registry entry and its engine both come from it."""
+    from facefuse.fusion.engines import ENGINES
+    from facefuse.models.registry import ModelRegistry, Task
+    from facefuse.models.swappers import SWAPPERS
+
+    registered = {e.name: e for e in ModelRegistry() if e.task is Task.SWAPPER}
+    assert set(registered) == set(SWAPPERS) and set(SWAPPERS) <= set(ENGINES)
+    for name, row in SWAPPERS.items():
+        entry = registered[name]
+        assert entry.input.shape == (1, 3, row.size, row.size) and not entry.commercial_use
+        assert entry.sha256 == row.sha256 and entry.source.describe().endswith(f"/{row.release}/{name}.onnx")

@@ -45,6 +45,7 @@ _XMP_LABEL = (
     "</dc:description></rdf:Description></rdf:RDF></x:xmpmeta>"
     '<?xpacket end="w"?>'
 )
+IPTC_AI_SOURCE, XMP_LABEL = _IPTC_AI_SOURCE, _XMP_LABEL  # public names for the video container label
 OUTPUT_FORMATS = {"jpeg": "JPEG", "jpg": "JPEG", "png": "PNG", "webp": "WEBP"}
 MEDIA_TYPES = {"JPEG": "image/jpeg", "PNG": "image/png", "WEBP": "image/webp"}
 
@@ -282,7 +283,7 @@ def encode_image(pixels: np.ndarray, fmt: str = "PNG", quality: int = 92) -> byt
 
 
 def read_label(data: bytes) -> dict[str, str]:
-    """The AI-generated label fields found in an encoded image (used by tests and by `facefuse inspect`)."""
+    """The AI-generated label fields found in an encoded image, so a reader (or a test) can check the label."""
     image = Image.open(io.BytesIO(data))
     found: dict[str, str] = {}
     description = image.getexif().get(_EXIF_DESCRIPTION)

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, Generic, Literal, TypeVar
 
 import numpy as np
 
@@ -19,8 +21,8 @@ from .analysis.select import select_faces
 from .analysis.types import Face, ImageAnalysis
 from .config import AnalysisConfig, RuntimeConfig, StoreConfig
 from .errors import FacefuseError
-from .fusion.blend import compose
-from .fusion.engine import FusionEngine, FusionOptions
+from .fusion.blend import LutSmoother, compose
+from .fusion.engine import FusionEngine, FusionOptions, SourceFace
 from .fusion.occlusion import SEGMENTER_MODEL, FaceSegmenter
 from .fusion.swappers import SwapperFiles
 from .imageio import ImageInput, add_visible_mark, decode_image, encode_image, read_input_bytes
@@ -47,6 +49,17 @@ class EncodeOptions(Options):
     quality: int = option(92, "Quality", "1–100: JPEG/WebP quality", ge=1, le=100)
 
 
+@dataclass(frozen=True)
+class PreparedSource:
+    """The analysed source photo, its chosen face and the engine's prepared payload."""
+
+    analysis: ImageAnalysis
+    face: Face
+    prepared: SourceFace
+    engine: FusionEngine
+    timings_ms: dict[str, float]
+
+
 @dataclass
 class FusionResult:
     image: np.ndarray
@@ -61,6 +74,38 @@ class FusionResult:
     def to_dict(self) -> dict[str, Any]:
         return {"faces": self.faces, "timings_ms": {k: round(v, 2) for k, v in self.timings_ms.items()},
                 "warnings": self.warnings}
+
+
+T = TypeVar("T")
+
+
+class LoadOnce(Generic[T]):
+    """Things built on first use (engines, the segmenter), each once, each behind its own future.
+
+    Why not one lock around every load: loading an engine may download hundreds of megabytes, and one lock held
+    across that blocked every fusion, even with engines already loaded. Here only callers of the *same* key wait
+    for its build; a build that fails is forgotten, so the next caller tries again.
+    """
+
+    def __init__(self) -> None:
+        self._futures: dict[str, Future[T]] = {}
+        self._lock = threading.Lock()  # guards the dict only, never held during a build
+
+    def get(self, key: str, build: Callable[[], T]) -> T:
+        with self._lock:
+            future = self._futures.get(key)
+            builder = future is None
+            if builder:
+                future = self._futures[key] = Future()
+        assert future is not None
+        if builder:
+            try:
+                future.set_result(build())
+            except BaseException as exc:
+                with self._lock:
+                    del self._futures[key]
+                future.set_exception(exc)
+        return future.result()
 
 
 class Stopwatch:
@@ -85,27 +130,23 @@ class Fuser:
         self.runtime = Runtime(self.config.runtime)
         self.analyzer = FaceAnalyzer(self.store, self.runtime, self.config.analysis)
         self.cache = AnalysisCache(self.config.analysis_cache_mb * 1024 * 1024)
-        self._engines: dict[str, FusionEngine] = {}
-        self._segmenter: FaceSegmenter | None = None
-        self._lock = threading.Lock()
+        self._loaded: LoadOnce[Any] = LoadOnce()
 
     def engine(self, name: str) -> FusionEngine:
         # Imported here: the engines pull in SciPy (~0.6 s), which `facefuse detect` and /v1/detect never need.
         from .fusion.engines import make_engine
 
-        with self._lock:
-            if name not in self._engines:
-                self._engines[name] = make_engine(name, self.store, self.runtime, self.config.swapper_files)
-            return self._engines[name]
+        engine: FusionEngine = self._loaded.get(
+            f"engine:{name}", lambda: make_engine(name, self.store, self.runtime, self.config.swapper_files))
+        return engine
 
     def segmenter(self) -> FaceSegmenter | None:
         """The occlusion segmenter, or None where ``allow_noncommercial_models`` is off (it was trained on UTKFace)."""
         if not self.store.permits(SEGMENTER_MODEL):
             return None
-        with self._lock:
-            if self._segmenter is None:
-                self._segmenter = FaceSegmenter(self.runtime.session(self.store.ensure(SEGMENTER_MODEL)))
-            return self._segmenter
+        segmenter: FaceSegmenter = self._loaded.get(
+            "segmenter", lambda: FaceSegmenter(self.runtime.session(self.store.ensure(SEGMENTER_MODEL))))
+        return segmenter
 
     def analyze(self, image: ImageInput, role: str = "image") -> ImageAnalysis:
         """Decode and analyse one photo; errors name ``role`` ("source"/"target") when it is not "image".
@@ -140,60 +181,86 @@ class Fuser:
                 continue
             fresh.append((index, pixels, key, (time.perf_counter() - start) * 1000))
         for (index, _, key, decode_ms), analysis in zip(fresh, self.analyzer.analyze_many([f[1] for f in fresh])):
-            analysis.timings_ms = {"decode": decode_ms, **analysis.timings_ms}
+            analysis = replace(analysis, timings_ms={"decode": decode_ms, **analysis.timings_ms})
             if key:
                 self.cache.put(key, analysis)
             found[index] = analysis
         return [item for item in found if item is not None]
 
-    def fuse(self, source: ImageInput, target: ImageInput, options: FusionOptions | None = None) -> FusionResult:
-        options = options or FusionOptions()
+    def prepare(self, source: ImageInput, options: FusionOptions) -> PreparedSource:
+        """Everything about the source a fusion needs, done once: a video reuses it for every frame."""
         self.engine(options.engine)  # an unknown engine fails before any photo is decoded
         watch = Stopwatch()
-        source_analysis = self.analyze(source, "source")
+        analysis = self.analyze(source, "source")
         watch.lap("analyze_source")
+        return self._prepared(analysis, options, watch)
+
+    def _prepared(self, analysis: ImageAnalysis, options: FusionOptions, watch: Stopwatch) -> PreparedSource:
+        engine = self.engine(options.engine)
+        face = _chosen(analysis, options.source_face, "source", allow_all=False)[0]
+        prepared = engine.prepare_source(analysis.image, face)
+        watch.lap("prepare_source")
+        return PreparedSource(analysis, face, prepared, engine, watch.timings)
+
+    def apply(self, source: PreparedSource, image: np.ndarray, faces: list[Face], options: FusionOptions,
+              watch: Stopwatch | None = None, smooth_luts: LutSmoother | None = None) -> np.ndarray:
+        """``image`` with ``source``'s face fused into each of ``faces`` (no label; that is the caller's last step).
+
+        ``smooth_luts`` lets a video carry the colour transfer over time (see :func:`facefuse.fusion.blend.compose`).
+        """
+        watch = watch or Stopwatch()
+        if options.profile_degree == 0 and options.feature_degree == 0:
+            return image
+        segmenter = self.segmenter() if options.segmentation == "auto" else None
+        for face in faces:
+            rendered = source.engine.render(source.prepared, image, face, options)
+            watch.lap("render")
+            parsing = segmenter.parse(rendered) if segmenter is not None else None
+            watch.lap("segment")
+            image = compose(image, rendered, options, parsing, smooth_luts)
+            watch.lap("blend")
+        return image
+
+    def fuse(self, source: ImageInput, target: ImageInput, options: FusionOptions | None = None) -> FusionResult:
+        options = options or FusionOptions()
+        prepared = self.prepare(source, options)
+        watch = Stopwatch()
         target_analysis = self.analyze(target, "target")
         watch.lap("analyze_target")
-        return self.fuse_analyses(source_analysis, target_analysis, options, watch)
+        return self._fuse_prepared(prepared, target_analysis, options, watch)
 
-    def fuse_analyses(self, source_analysis: ImageAnalysis, target_analysis: ImageAnalysis,
-                      options: FusionOptions | None = None, watch: Stopwatch | None = None) -> FusionResult:
-        """The stages after analysis: separate so that analysis can run elsewhere (the Ray Serve deployments)."""
+    def fuse_analyses(self, source: ImageAnalysis, target: ImageAnalysis,
+                      options: FusionOptions | None = None) -> FusionResult:
+        """The stages after analysis, for photos analysed elsewhere (the Ray Serve analysis deployment); their
+        analysis times count in the total as when :meth:`fuse` analyses them itself."""
         options = options or FusionOptions()
-        engine = self.engine(options.engine)
-        watch = watch or Stopwatch()
-        source_face = _chosen(source_analysis, options.source_face, "source", allow_all=False)[0]
+        source_watch = Stopwatch()
+        source_watch.timings["analyze_source"] = sum(source.timings_ms.values())
+        prepared = self._prepared(source, options, source_watch)
+        watch = Stopwatch()  # started after the source is prepared, as in fuse()
+        watch.timings["analyze_target"] = sum(target.timings_ms.values())
+        return self._fuse_prepared(prepared, target, options, watch)
+
+    def _fuse_prepared(self, prepared: PreparedSource, target_analysis: ImageAnalysis, options: FusionOptions,
+                       watch: Stopwatch) -> FusionResult:
         target_faces = _chosen(target_analysis, options.target_face, "target", allow_all=True)
-        prepared = engine.prepare_source(source_analysis.image, source_face)
-        watch.lap("prepare_source")
-        image = target_analysis.image
         warnings = [f"skipped target face at {np.round(f.box).astype(int).tolist()}: {f.issues[0].message}"
                     for f in target_analysis.faces if f.issues and options.target_face == "all"]
         warn_yaw = self.config.analysis.quality.warn_yaw
-        warnings += [w for face, role in [(source_face, "source"), *((f, "target") for f in target_faces)]
+        warnings += [w for face, role in [(prepared.face, "source"), *((f, "target") for f in target_faces)]
                      for w in _side_face_warnings(face, role, warn_yaw)]
-        if options.profile_degree == 0 and options.feature_degree == 0:
-            faces_out = [_face_report(f, target_analysis) for f in target_faces]
-        else:
-            segmenter = self.segmenter() if options.segmentation == "auto" else None
-            if segmenter is None and options.segmentation == "auto":
-                warnings.append("occlusion masks off: the face segmenter is a non-commercial model and "
-                                "allow_noncommercial_models is false; classic geometric masks were used")
-            faces_out = []
-            for face in target_faces:
-                rendered = engine.render(prepared, image, face, options)
-                watch.lap("render")
-                parsing = segmenter.parse(rendered) if segmenter is not None else None
-                watch.lap("segment")
-                image = compose(image, rendered, options, parsing)
-                watch.lap("blend")
-                faces_out.append(_face_report(face, target_analysis))
+        if options.segmentation == "auto" and self.segmenter() is None:
+            warnings.append("occlusion masks off: the face segmenter is a non-commercial model and "
+                            "allow_noncommercial_models is false; classic geometric masks were used")
+        image = self.apply(prepared, target_analysis.image, target_faces, options, watch)
+        faces_out = [_face_report(f, target_analysis) for f in target_faces]
         if options.visible_label:
             image = add_visible_mark(image)
         watch.lap("label")
-        timings = {**{f"source_{k}": v for k, v in source_analysis.timings_ms.items()},
-                   **{f"target_{k}": v for k, v in target_analysis.timings_ms.items()}, **watch.timings}
-        timings["total"] = sum(watch.timings.values())
+        source_timings = {**{f"source_{k}": v for k, v in prepared.analysis.timings_ms.items()}, **prepared.timings_ms}
+        timings = {**source_timings, **{f"target_{k}": v for k, v in target_analysis.timings_ms.items()},
+                   **watch.timings}
+        timings["total"] = sum(watch.timings.values()) + sum(prepared.timings_ms.values())
         return FusionResult(image, faces_out, timings, warnings)
 
 

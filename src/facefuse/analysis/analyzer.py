@@ -8,7 +8,7 @@ the plain pass finds no face confident enough for the quality gate.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import cv2
 import numpy as np
@@ -149,14 +149,16 @@ class FaceAnalyzer:
         analyses = []
         for image, (_, view, _), faces, detect_time in zip(images, detected, faces_per_image, detect_ms):
             start = time.perf_counter()
-            for face in faces:
-                face.sharpness = sharpness(image, face.keypoints)
-                face.issues = quality_issues(face, self.config.quality)
+            gated = sorted((self._gated(image, face) for face in faces), key=lambda f: f.box[0] + f.box[2] / 2)
             quality_ms = (time.perf_counter() - start) * 1000
-            faces.sort(key=lambda f: f.box[0] + f.box[2] / 2)
-            analyses.append(ImageAnalysis(image, faces, view.rotation,
+            analyses.append(ImageAnalysis(image, tuple(gated), view.rotation,
                                           {"detect": detect_time, "landmarks": landmarks_ms, "quality": quality_ms}))
         return analyses
+
+    def _gated(self, image: np.ndarray, face: Face) -> Face:
+        """The face with its sharpness and the quality gate's verdict."""
+        measured = replace(face, sharpness=sharpness(image, face.keypoints))
+        return replace(measured, issues=tuple(quality_issues(measured, self.config.quality)))
 
     def _detect(self, image: np.ndarray, scale: float) -> tuple[np.ndarray, View, list[Detection]]:
         """The first view whose best face passes the confidence gate, else the view with the best face."""

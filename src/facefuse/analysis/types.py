@@ -29,10 +29,20 @@ class QualityIssue:
     details: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(eq=False)  # a face is an observation: equal only to itself
+def _read_only(*arrays: np.ndarray | None) -> None:
+    for array in arrays:
+        if array is not None:
+            array.flags.writeable = False
+
+
+@dataclass(frozen=True, eq=False)  # a face is an observation: equal only to itself
 class Face:
     """One detected face. ``keypoints`` are 5 points ordered as the ArcFace template: image-left eye,
-    image-right eye, nose tip, image-left mouth corner, image-right mouth corner."""
+    image-right eye, nose tip, image-left mouth corner, image-right mouth corner.
+
+    Immutable, arrays included: the analysis cache hands the same faces to every request that sends the same
+    photo, on several threads at once. Stages that add to a face make a new one (:func:`dataclasses.replace`).
+    """
 
     box: np.ndarray  # (4,) x, y, w, h
     score: float
@@ -40,7 +50,10 @@ class Face:
     landmarks: np.ndarray | None = None  # (468, 3): x, y in image pixels, z in the same scale
     pose: Pose | None = None
     sharpness: float | None = None
-    issues: list[QualityIssue] = field(default_factory=list)
+    issues: tuple[QualityIssue, ...] = ()
+
+    def __post_init__(self) -> None:
+        _read_only(self.box, self.keypoints, self.landmarks)
 
     @property
     def accepted(self) -> bool:
@@ -68,15 +81,20 @@ class Face:
         return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class ImageAnalysis:
     """Faces of one image, ordered left to right; ``rotation`` is the clockwise turn (0/90/180/270) at which
-    the detector found them (coordinates are nevertheless given in the original image)."""
+    the detector found them (coordinates are nevertheless given in the original image). Immutable like
+    :class:`Face` (the decoded image too), since cached analyses are shared across requests and threads."""
 
     image: np.ndarray
-    faces: list[Face]
+    faces: tuple[Face, ...]
     rotation: int = 0
     timings_ms: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "faces", tuple(self.faces))
+        _read_only(self.image)
 
     def to_dict(self, with_landmarks: bool = True) -> dict[str, Any]:
         return {

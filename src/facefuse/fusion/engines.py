@@ -1,7 +1,9 @@
-"""Engine choice by name: the mesh engine is built in; neural swappers register here too."""
+"""Engine choice by name: the one table of engines — the built-in mesh engine, and one entry per row of the
+swapper table (:data:`facefuse.models.swappers.SWAPPERS`)."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Callable
 
 from ..errors import ErrorCode, FacefuseError
@@ -11,12 +13,13 @@ from .engine import FusionEngine
 from .mesh_engine import MeshFusionEngine
 from .swappers import SWAPPERS, SwapperFiles, make_swapper
 
-EngineBuilder = Callable[[ModelStore, Runtime], FusionEngine]
+# (store, runtime, local swapper files or None) → engine
+EngineBuilder = Callable[[ModelStore, Runtime, SwapperFiles | None], FusionEngine]
 
 ENGINES: dict[str, EngineBuilder] = {
-    "mesh": lambda store, runtime: MeshFusionEngine(),
+    "mesh": lambda store, runtime, files: MeshFusionEngine(),
+    **{name: partial(make_swapper, name) for name in SWAPPERS},
 }
-ENGINES.update({name: (lambda store, runtime, n=name: make_swapper(n, store, runtime)) for name in SWAPPERS})
 
 
 def make_engine(name: str, store: ModelStore, runtime: Runtime,
@@ -25,6 +28,4 @@ def make_engine(name: str, store: ModelStore, runtime: Runtime,
     if name not in ENGINES:
         raise FacefuseError(ErrorCode.INVALID_OPTION, f"unknown engine '{name}'",
                             f"choose one of: {', '.join(ENGINES)}", {"engine": name, "known": list(ENGINES)})
-    if swapper_files is not None and name in SWAPPERS:
-        return make_swapper(name, store, runtime, swapper_files)
-    return ENGINES[name](store, runtime)
+    return ENGINES[name](store, runtime, swapper_files)

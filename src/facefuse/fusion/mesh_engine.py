@@ -21,8 +21,8 @@ from ..analysis.pose import face_axes
 from ..analysis.quality import ARCFACE_112
 from ..analysis.types import Face
 from ..geometry import align, mesh
-from ..geometry.regions import (FACE_OVAL, IDENTITY_POINTS, LEFT_EYE, LIPS_INNER, LIPS_OUTER, MOUTH_GROUP, RIGHT_EYE,
-                                feather, polygon_mask, shrink, skin_mask)
+from ..geometry.regions import (FACE_OVAL, IDENTITY_POINTS, LIPS_INNER, LIPS_OUTER, MOUTH_GROUP, face_masks, feather,
+                                polygon_mask, shrink, skin_mask)
 from .engine import FusionOptions, RenderedFace, SourceFace
 
 CROP_FACE_SCALE = 0.55  # the ArcFace template shrunk so the whole head and its surroundings fit in the crop
@@ -174,16 +174,7 @@ class MeshFusionEngine:
             weight = np.clip(tables[3][0], 0.0, 1.0)
             warped_source = cv2.blendLinear(mirrored, warped_source, weight, 1.0 - weight)
 
-        edge = size / 40.0
-        face_mask = feather(polygon_mask(shrink(dest[FACE_OVAL], 0.95), size), edge)
-        keep = np.maximum.reduce([polygon_mask(dest[group], size) for group in (LIPS_INNER, LEFT_EYE, RIGHT_EYE)])
-        region = feather(polygon_mask(shrink(dest[FACE_OVAL], (1 + RING_SCALE) / 2), size), edge * 2)
-        return RenderedFace(
-            crop=warped_source,
-            target_crop=warped_target,
-            mask=face_mask * feature,
-            matrix=to_crop,
-            keep_target=feather(keep, edge / 4),
-            region=np.maximum(region, face_mask),
-            skin=skin_mask(dest, size),
-        )
+        # the target's pixels move up to the ring, so the region that may change reaches half way to it
+        mask, keep, region = face_masks(dest, size, feature, region_scale=(1 + RING_SCALE) / 2, region_feather=2)
+        return RenderedFace(crop=warped_source, target_crop=warped_target, mask=mask, matrix=to_crop,
+                            keep_target=keep, region=region, skin=skin_mask(dest, size))

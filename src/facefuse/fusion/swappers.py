@@ -4,9 +4,9 @@ A swapper only replaces the face inside its aligned crop; paste-back goes throug
 (:func:`facefuse.fusion.blend.compose`: colour matching, multi-band blend, label), with the same
 expression-preserving mask as the mesh engine (the target's eyes and mouth interior are kept).
 
-Per model (see :data:`SWAPPERS`): the alignment template and crop size, the target's pixel normalisation, how
-the source identity is given (ArcFace embedding, possibly projected or converted, or an aligned source image),
-and the output's range. A file is accepted for an engine only if its input/output names and shapes are that
+Per model (one row of :data:`facefuse.models.swappers.SWAPPERS`, the table the registry entries come from too):
+the alignment template and crop size, the target's pixel normalisation, how the source identity is given
+(ArcFace embedding, possibly projected or converted, or an aligned source image), and the output's range. A file is accepted for an engine only if its input/output names and shapes are that
 engine's; anything else is a ``MODEL_MISMATCH`` error, never a silently wrong face.
 """
 
@@ -23,55 +23,15 @@ from onnx import numpy_helper
 from ..analysis.types import Face
 from ..errors import ErrorCode, FacefuseError
 from ..geometry import align
-from ..geometry.regions import FACE_OVAL, LEFT_EYE, LIPS_INNER, RIGHT_EYE, feather, polygon_mask, shrink
+from ..geometry.regions import face_masks
 from ..models import ModelStore, sha256_of
+from ..models.swappers import EMBEDDING, SWAPPERS, SwapperModel
 from ..runtime import Runtime
 from .engine import FusionOptions, RenderedFace, SourceFace
 from .recognizer import RECOGNIZERS, Recognizer, l2_normalise
-from .templates import IMAGENET, SYMMETRIC, UNIT, PixelNorm, aligned_crop
+from .templates import NORMS, aligned_crop
 
-EMBEDDING = 512
 ARCFACE = "arcface_w600k_r50"
-
-
-@dataclass(frozen=True)
-class SwapperSpec:
-    """``identity``: "emap" (normalised ArcFace × the model's emap, re-normalised, as InsightFace does),
-    "arcface" (normalised ArcFace), "converted" (``converter``(raw ArcFace), normalised),
-    "converted_raw" (``converter``(raw ArcFace) as is), or "image" (an aligned source crop)."""
-
-    template: str
-    size: int
-    target_norm: PixelNorm
-    output_norm: PixelNorm
-    identity: str
-    converter: str | None = None
-    source_template: str = ""
-    source_size: int = 0
-    source_norm: PixelNorm = UNIT
-
-    def source_shape(self) -> tuple[int, ...]:
-        return (3, self.source_size, self.source_size) if self.identity == "image" else (EMBEDDING,)
-
-
-_INSWAPPER = SwapperSpec("arcface-128", 128, UNIT, UNIT, "emap")
-_HYPERSWAP = SwapperSpec("arcface-128", 256, SYMMETRIC, SYMMETRIC, "arcface")
-_GHOST = SwapperSpec("arcface-112-v1", 256, SYMMETRIC, SYMMETRIC, "converted_raw", "crossface_ghost")
-
-SWAPPERS: dict[str, SwapperSpec] = {
-    "inswapper_128": _INSWAPPER,
-    "inswapper_128_fp16": _INSWAPPER,
-    "hyperswap_1a_256": _HYPERSWAP,
-    "hyperswap_1b_256": _HYPERSWAP,
-    "hyperswap_1c_256": _HYPERSWAP,
-    "simswap_256": SwapperSpec("arcface-112-v1", 256, IMAGENET, UNIT, "converted", "crossface_simswap"),
-    "simswap_unofficial_512": SwapperSpec("arcface-112-v1", 512, UNIT, UNIT, "converted", "crossface_simswap"),
-    "ghost_1_256": _GHOST,
-    "ghost_2_256": _GHOST,
-    "ghost_3_256": _GHOST,
-    "blendswap_256": SwapperSpec("ffhq-512", 256, UNIT, UNIT, "image", None, "arcface-112", 112, UNIT),
-    "uniface_256": SwapperSpec("ffhq-512", 256, SYMMETRIC, SYMMETRIC, "image", None, "ffhq-512", 256, UNIT),
-}
 
 
 def _dims(shape: list[Any]) -> tuple[Any, ...]:
@@ -84,7 +44,7 @@ def signature(session: Any) -> dict[str, Any]:
             "outputs": [_dims(o.shape) for o in session.get_outputs()]}
 
 
-def matches(spec: SwapperSpec, found: dict[str, Any]) -> bool:
+def matches(spec: SwapperModel, found: dict[str, Any]) -> bool:
     inputs, outputs = found["inputs"], found["outputs"]
     return (set(inputs) == {"target", "source"}
             and inputs["target"] == (3, spec.size, spec.size)
@@ -115,15 +75,6 @@ def load_emap(path: Path) -> np.ndarray:
         raise FacefuseError(ErrorCode.MODEL_MISMATCH, f"{path.name} has no 512×512 emap as its last initializer",
                             "use the published inswapper_128 file", {"found": list(emap.shape)})
     return emap.astype(np.float32)
-
-
-def face_masks(points: np.ndarray, size: int, feature: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(mask, keep_target, region) in crop pixels from the target's 468 points mapped into the crop."""
-    edge = size / 40.0
-    mask = feather(polygon_mask(shrink(points[FACE_OVAL], 0.95), size), edge)
-    keep = np.maximum.reduce([polygon_mask(points[group], size) for group in (LIPS_INNER, LEFT_EYE, RIGHT_EYE)])
-    region = feather(polygon_mask(points[FACE_OVAL], size), edge)
-    return mask * feature, feather(keep, edge / 4), np.maximum(region, mask)
 
 
 class SwapperEngine:
@@ -157,7 +108,7 @@ class SwapperEngine:
         spec = self.spec
         if spec.identity == "image":
             crop, _ = aligned_crop(image, face.keypoints, spec.source_template, spec.source_size)
-            return spec.source_norm.to_tensor(crop)
+            return NORMS[spec.source_norm].to_tensor(crop)
         raw = self.recognizer.embed(image, [face.keypoints]).astype(np.float32)  # type: ignore[union-attr]
         if spec.identity == "emap":
             return l2_normalise(l2_normalise(raw) @ self.emap)
@@ -174,14 +125,14 @@ class SwapperEngine:
 
     def swap(self, source: np.ndarray, crops: np.ndarray) -> np.ndarray:
         """(N, S, S, 3) aligned target crops → (N, S, S, 3) swapped crops; one run when the batch is dynamic."""
-        target = self.spec.target_norm.to_tensor(crops).astype(self.dtypes["target"])
+        target = NORMS[self.spec.target_norm].to_tensor(crops).astype(self.dtypes["target"])
         source = source.astype(self.dtypes["source"])
         if self.dynamic_batch:
             output = self.session.run(None, {"target": target, "source": np.repeat(source, len(crops), axis=0)})[0]
         else:
             output = np.concatenate([self.session.run(None, {"target": t[None], "source": source})[0]
                                      for t in target])
-        return self.spec.output_norm.from_tensor(output.astype(np.float32))
+        return NORMS[self.spec.output_norm].from_tensor(output.astype(np.float32))
 
     def render_many(self, source: SourceFace, target_image: np.ndarray, faces: list[Face],
                     options: FusionOptions) -> list[RenderedFace]:

@@ -76,3 +76,5 @@ class PixelNorm:
 UNIT = PixelNorm()
 SYMMETRIC = PixelNorm((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
 IMAGENET = PixelNorm((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+# by the names the swapper table (facefuse.models.swappers) uses
+NORMS = {"unit": UNIT, "symmetric": SYMMETRIC, "imagenet": IMAGENET}

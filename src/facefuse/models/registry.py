@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..config import Precision
 from ..errors import ErrorCode, FacefuseError
+from .swappers import NORM_FORMULAS, RELEASES, SUPPORT_MODELS, SWAPPER_MODELS
 
 
 class Task(str, Enum):
@@ -200,6 +201,20 @@ _ENTRIES: tuple[ModelEntry, ...] = (
 )
 
 
+def swapper_entries() -> tuple[ModelEntry, ...]:
+    """Registry entries of the swappers and the models they need, generated from the one swapper table."""
+    def entry(name: str, task: Task, release: str, shape: tuple[int, ...], norm: str, licence: str,
+              description: str, sha256: str | None = None, size: int | None = None) -> ModelEntry:
+        return ModelEntry(name=name, task=task, filename=f"{name}.onnx", sha256=sha256, size=size,
+                          source=UrlSource(f"{RELEASES}{release}/{name}.onnx"), licence=licence,
+                          input=InputContract(shape, "RGB", norm), commercial_use=False, description=description)
+
+    support = tuple(entry(m.name, Task.RECOGNIZER, m.release, m.shape, m.normalisation, m.licence, m.description)
+                    for m in SUPPORT_MODELS)
+    return support + tuple(entry(m.name, Task.SWAPPER, m.release, (1, 3, m.size, m.size), NORM_FORMULAS[m.target_norm],
+                                 m.licence, m.description, m.sha256, m.size_bytes) for m in SWAPPER_MODELS)
+
+
 def variant_name(name: str, precision: str | Precision) -> str:
     """``blazeface_full@int8``; the FP32 original keeps its plain name."""
     precision = Precision.parse(precision)
@@ -220,8 +235,6 @@ class ModelRegistry:
 
     def __init__(self, entries: tuple[ModelEntry, ...] | list[ModelEntry] | None = None) -> None:
         if entries is None:
-            from .swappers import swapper_entries  # imported here: that module builds entries from this one
-
             entries = _ENTRIES + swapper_entries()
         self._entries: dict[str, ModelEntry] = {}
         for entry in entries:

@@ -2,7 +2,7 @@
 
 Why: the same FastAPI app (routes, errors, limits, metrics, web page) serves from one process or from a Ray Serve
 cluster. The routes parse and answer; the backend admits, queues and runs the work. Two implementations exist:
-:class:`LocalBackend` (one Fuser, the :class:`Batcher`'s bounded queue and thread pool — the default) and
+:class:`LocalBackend` (one Fuser, the :class:`RequestScheduler`'s bounded queue and thread pool — the default) and
 ``facefuse.serve.ray.RayBackend`` (deployment handles). Both raise the same errors: QUEUE_FULL (429 with
 Retry-After), DEADLINE_EXCEEDED (504), NOT_READY (503), and :class:`ClientGone` when the client went away.
 """
@@ -21,7 +21,7 @@ from ..config import StoreConfig
 from ..errors import ErrorCode, FacefuseError
 from ..pipeline import Fuser
 from . import work
-from .batcher import Batcher, Outcome
+from .scheduler import Outcome, RequestScheduler
 from .http_errors import public
 from .metrics import ServiceMetrics
 from .settings import ServeSettings
@@ -95,7 +95,7 @@ def load_error(exc: Exception) -> FacefuseError:
 
 
 class LocalBackend:
-    """The single process: one shared Fuser, loaded in a worker thread, fed by the :class:`Batcher`.
+    """The single process: one shared Fuser, loaded in a worker thread, fed by the :class:`RequestScheduler`.
 
     Models load in the background so ``/healthz`` answers at once while ``/readyz`` and the ``/v1`` routes say 503
     NOT_READY until loading finishes — or keep saying why it failed (for example a model that is not cached and
@@ -107,16 +107,17 @@ class LocalBackend:
         self.store = store
         self.created = time.monotonic()
         self.fuser: Fuser | None = None
-        self.batcher: Batcher | None = None
+        self.scheduler: RequestScheduler | None = None
         self.load_error: FacefuseError | None = None
         self.ready_after_s: float | None = None
         self._loading: asyncio.Future[None] | None = None
 
     async def start(self, metrics: ServiceMetrics) -> None:
         settings = self.settings
-        self.batcher = Batcher(workers=settings.workers, max_batch=settings.max_batch,
-                               max_wait_ms=settings.max_wait_ms, queue_size=settings.queue_size, metrics=metrics)
-        self.batcher.start()
+        self.scheduler = RequestScheduler(workers=settings.workers, max_batch=settings.max_batch,
+                                          max_wait_ms=settings.max_wait_ms, queue_size=settings.queue_size,
+                                          metrics=metrics)
+        self.scheduler.start()
         self._loading = asyncio.get_running_loop().run_in_executor(None, self._load, metrics)
 
     def _load(self, metrics: ServiceMetrics) -> None:
@@ -131,30 +132,30 @@ class LocalBackend:
         log.info("models ready in %.2f s", self.ready_after_s)
 
     async def stop(self) -> None:
-        if self.batcher:
-            await self.batcher.stop()
+        if self.scheduler:
+            await self.scheduler.stop()
         if self._loading:
             await asyncio.gather(self._loading, return_exceptions=True)  # a load in progress finishes first
 
-    def _ready(self) -> tuple[Fuser, Batcher]:
-        if self.fuser is None or self.batcher is None:
+    def _ready(self) -> tuple[Fuser, RequestScheduler]:
+        if self.fuser is None or self.scheduler is None:
             raise not_ready(self.created, self.load_error)
-        return self.fuser, self.batcher
+        return self.fuser, self.scheduler
 
     def readiness(self) -> dict[str, Any]:
-        _, batcher = self._ready()
+        _, scheduler = self._ready()
         return {"ready_after_s": round(self.ready_after_s or 0.0, 3),
-                "queue": {"pending": batcher.pending, "size": self.settings.queue_size}}
+                "queue": {"pending": scheduler.pending, "size": self.settings.queue_size}}
 
     async def fuse(self, job: work.FuseJob, *, deadline: float,
                    disconnected: Disconnected) -> Outcome[work.FuseAnswer]:
-        fuser, batcher = self._ready()
-        return await batcher.run(lambda: work.fuse(fuser, job), deadline=deadline, disconnected=disconnected)
+        fuser, scheduler = self._ready()
+        return await scheduler.run(lambda: work.fuse(fuser, job), deadline=deadline, disconnected=disconnected)
 
     async def detect(self, job: work.DetectJob, *, deadline: float,
                      disconnected: Disconnected) -> Outcome[dict[str, Any]]:
-        fuser, batcher = self._ready()
-        return await batcher.run(lambda: work.detect_report(fuser.analyze(job.image, job.role), job.role),
+        fuser, scheduler = self._ready()
+        return await scheduler.run(lambda: work.detect_report(fuser.analyze(job.image, job.role), job.role),
                                  deadline=deadline, disconnected=disconnected)
 
     async def models(self) -> dict[str, Any]:

@@ -3,9 +3,9 @@
 Why this split: face analysis (decode → detect → 468 landmarks) and the fusion engine (warps, blends, encode) cost
 about the same on a CPU, but only analysis has a model with a batch axis (FaceMesh). So analysis replicas merge
 concurrent requests with ``@serve.batch`` and run the faces of all their photos as one FaceMesh batch, and each
-deployment gets the replicas its own load asks for (``--autoscale``). The two analyses of a fusion run in parallel,
-and their results go from the analysis replica to the fusion replica through Ray's object store, not through the
-ingress.
+deployment gets the replicas its own load asks for (``--autoscale``). A fusion's two photos are one call to the
+analysis deployment (one admission, one FaceMesh batch), and their analyses go from the analysis replica to the
+fusion replica through Ray's object store, not through the ingress.
 
 The ingress is :func:`facefuse.serve.app.create_app` itself, with a :class:`RayBackend` in place of the in-process
 one: routes, OpenAPI, error JSON, API key, body limits, ``/metrics`` and the web page are the same code.
@@ -42,7 +42,7 @@ from ..errors import ErrorCode, FacefuseError
 from . import work
 from .app import create_app
 from .backend import Disconnected, load_error, load_fuser, not_ready
-from .batcher import ClientGone, Outcome, deadline_exceeded
+from .scheduler import ClientGone, Outcome, deadline_exceeded
 from .metrics import ServiceMetrics
 from .settings import ServeSettings
 
@@ -87,15 +87,24 @@ class FaceAnalysis(_Replica):
         self.batch_sizes: Counter[int] = Counter()  # requests per model batch → how many such batches
 
     @serve.batch
-    async def _analyze_batch(self, jobs: list[work.DetectJob]) -> list[ImageAnalysis | FacefuseError]:
-        self.batch_sizes[len(jobs)] += 1
-        return await asyncio.to_thread(self.fuser.analyze_many, [(job.image, job.role) for job in jobs])
+    async def _analyze_batch(self, requests: list[list[work.DetectJob]]
+                             ) -> list[list[ImageAnalysis | FacefuseError]]:
+        """Each item is one request's photos (a fusion's two, a detection's one); all go through one FaceMesh run."""
+        self.batch_sizes[len(requests)] += 1
+        flat = [(job.image, job.role) for photos in requests for job in photos]
+        found = await asyncio.to_thread(self.fuser.analyze_many, flat)
+        answers, first = [], 0
+        for photos in requests:
+            answers.append(found[first:first + len(photos)])
+            first += len(photos)
+        return answers
 
-    async def analyze(self, job: work.DetectJob) -> ImageAnalysis | FacefuseError:
-        return await self._analyze_batch(job)
+    async def analyze(self, photos: list[work.DetectJob]) -> list[ImageAnalysis | FacefuseError]:
+        """One request's photos, analysed together: one admission, so a fusion is never half refused."""
+        return await self._analyze_batch(photos)
 
     async def detect(self, job: work.DetectJob) -> dict[str, Any] | FacefuseError:
-        found = await self.analyze(job)
+        (found,) = await self._analyze_batch([job])
         return found if isinstance(found, FacefuseError) else work.detect_report(found, job.role)
 
     def models(self, engines: list[str]) -> dict[str, Any]:
@@ -112,8 +121,9 @@ class FusionEngine(_Replica):
     def __init__(self, settings: ServeSettings, store: StoreConfig | None) -> None:
         super().__init__(settings, store, engine=True)
 
-    async def fuse(self, source: ImageAnalysis | FacefuseError, target: ImageAnalysis | FacefuseError,
+    async def fuse(self, photos: list[ImageAnalysis | FacefuseError],
                    job: work.FuseJob) -> work.FuseAnswer | FacefuseError:
+        source, target = photos
         if isinstance(source, FacefuseError):
             return source
         if isinstance(target, FacefuseError):
@@ -184,11 +194,10 @@ class RayBackend:
                    disconnected: Disconnected) -> Outcome[work.FuseAnswer]:
         self.readiness()
         analysis, fusion = self.handles[ANALYSIS], self.handles[FUSION]
-        source = analysis.analyze.remote(work.DetectJob(job.source, "source"))
-        target = analysis.analyze.remote(work.DetectJob(job.target, "target"))
-        fused = fusion.fuse.remote(source, target, job)  # the analyses travel replica to replica
+        photos = analysis.analyze.remote([work.DetectJob(job.source, "source"), work.DetectJob(job.target, "target")])
+        fused = fusion.fuse.remote(photos, job)  # the analyses travel replica to replica
         start = time.monotonic()
-        answer = await self._wait(fused, [source, target, fused], deadline, disconnected)
+        answer = await self._wait(fused, [photos], deadline, disconnected)
         return Outcome(answer, self._queued_ms(start, answer.timings_ms["total"] + answer.timings_ms["encode"]))
 
     async def detect(self, job: work.DetectJob, *, deadline: float,
@@ -243,7 +252,8 @@ class RayBackend:
             queued = int(cause.args[0]) if cause.args else self.settings.queue_size  # (num_queued, max_queued, ...)
             retry = max(1, math.ceil(queued * self._service_s / replicas))
             return FacefuseError(ErrorCode.QUEUE_FULL, f"the server is busy ({queued} requests waiting)",
-                                 f"retry after {retry} s", {"retry_after_s": retry, "queue_size": self.settings.queue_size})
+                                 f"retry after {retry} s",
+                                 {"retry_after_s": retry, "queue_size": self.settings.queue_size})
         return cause
 
 

@@ -16,7 +16,7 @@ from ..analysis.select import select_faces
 from ..analysis.types import ImageAnalysis
 from ..errors import FacefuseError
 from ..fusion.engine import FusionOptions
-from ..pipeline import Fuser, FusionResult, Stopwatch
+from ..pipeline import Fuser, FusionResult
 
 
 @dataclass(frozen=True)
@@ -63,11 +63,8 @@ def fuse(fuser: Fuser, job: FuseJob) -> FuseAnswer:
 
 
 def fuse_analysed(fuser: Fuser, source: ImageAnalysis, target: ImageAnalysis, job: FuseJob) -> FuseAnswer:
-    """The stages after analysis (the Ray fusion deployment, fed by the analysis deployment); the analyses' own
-    times count in the total as they do when one process does everything."""
-    watch = Stopwatch()
-    watch.timings.update(analyze_source=sum(source.timings_ms.values()), analyze_target=sum(target.timings_ms.values()))
-    return answer(fuser.fuse_analyses(source, target, job.options, watch), job)
+    """The stages after analysis (the Ray fusion deployment, fed by the analysis deployment)."""
+    return answer(fuser.fuse_analyses(source, target, job.options), job)
 
 
 def quality_verdict(analysis: ImageAnalysis, role: str) -> dict[str, Any]:

@@ -1,4 +1,7 @@
-"""Admission, batching and off-loop execution of the CPU-heavy work of requests.
+"""Admission, grouping and off-loop execution of the CPU-heavy work of requests.
+
+This schedules whole requests; it batches no tensors (each request runs the pipeline on its own worker thread).
+Merging model inputs across requests is :mod:`facefuse.batching`'s job (``--batch-window-ms``).
 
 Why this shape:
 
@@ -60,8 +63,9 @@ class Outcome(Generic[T]):
     queued_ms: float
 
 
-class Batcher:
-    """Bounded queue → scheduler forming batches → thread pool; ``run`` is what a request handler awaits."""
+class RequestScheduler:
+    """Bounded queue → scheduler forming groups of requests ("batches") → thread pool; ``run`` is what a request
+    handler awaits."""
 
     def __init__(self, *, workers: int, max_batch: int, max_wait_ms: float, queue_size: int,
                  metrics: ServiceMetrics) -> None:
