@@ -88,7 +88,8 @@ class Bench:
         tally.mean_dl.append(error.mean_dl)
         tally.mean_dc.append(error.mean_dc)
         tally.segment_ms.append(result.timings_ms.get("segment", 0.0))
-        before, after = self.pose_judge.pose(analysis.image, face.box), self.pose_judge.pose(result.image, face.box)
+        rect = self.pose_judge.face_rect(analysis.image, face.box)
+        before, after = self.pose_judge.pose(analysis.image, rect), self.pose_judge.pose(result.image, rect)
         if before is not None and after is not None:
             delta = np.array([after.yaw - before.yaw, after.pitch - before.pitch, after.roll - before.roll])
             tally.pose.append(np.abs((delta + 180.0) % 360.0 - 180.0))

@@ -106,8 +106,9 @@ def test_request_fields_are_in_openapi_and_the_options_endpoint(http):
     described = http.get("/v1/options").json()
     assert described["engines"] == ["mesh"]
     properties = described["schema"]["properties"]
-    multipart = (http.get("/openapi.json").json()["paths"]["/v1/fuse"]["post"]["requestBody"]["content"]
-                 ["multipart/form-data"]["schema"]["properties"])
+    document = http.get("/openapi.json").json()
+    ref = document["paths"]["/v1/fuse"]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"]["$ref"]
+    multipart = document["components"]["schemas"][ref.rsplit("/", 1)[1]]["properties"]
     for name in REQUEST:
         for schema in (properties[name], multipart[name]):
             assert schema["description"] == SCHEMA[name]["description"] and schema["x-scope"] == "request"

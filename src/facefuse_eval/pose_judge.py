@@ -32,24 +32,29 @@ class PoseJudge:
         self.detector = dlib.get_frontal_face_detector()
         self.predictor = dlib.shape_predictor(str(predictor_path()))
 
-    def pose(self, image: np.ndarray, near_box: np.ndarray) -> Pose | None:
-        """Pose of the face nearest ``near_box`` (x, y, w, h): dlib's own HOG detection when it finds that face,
-        else the given box (dlib's detector misses faces turned over ~30°)."""
+    def face_rect(self, image: np.ndarray, near_box: np.ndarray) -> dlib.rectangle:
+        """dlib's own HOG detection of the face nearest ``near_box`` (x, y, w, h), else that box (dlib's detector
+        misses faces turned over ~30°). Judge an output with the rectangle found on its target, so detector
+        jitter does not count as a change of pose."""
         x, y, w, h = (float(v) for v in near_box)
         centre = np.array([x + w / 2, y + h / 2])
         found = [r for r in self.detector(image, 1)
                  if np.linalg.norm(np.array([r.center().x, r.center().y]) - centre) < 0.3 * w]
-        rect = found[0] if found else dlib.rectangle(int(x), int(y), int(x + w), int(y + h))
+        return found[0] if found else dlib.rectangle(int(x), int(y), int(x + w), int(y + h))
+
+    def pose(self, image: np.ndarray, rect: dlib.rectangle) -> Pose | None:
         shape = self.predictor(image, rect)
-        points = np.array([[shape.part(i).x, shape.part(i).y] for i in POINTS], dtype=np.float64)
+        points = np.array([[shape.part(i).x, shape.part(i).y] for i in range(68)], dtype=np.float64)
         return solve_pose(points, image.shape)
 
 
 def solve_pose(points: np.ndarray, shape: tuple[int, ...]) -> Pose | None:
+    """Yaw and pitch by solvePnP on six of the 68 points; roll straight from the eye corners' line (the PnP roll of
+    a generic head flips by 180° on some faces)."""
     height, width = shape[:2]
     focal = float(max(height, width))
     camera = np.array([[focal, 0, width / 2], [0, focal, height / 2], [0, 0, 1]])
-    ok, rvec, _ = cv2.solvePnP(GENERIC_HEAD, points, camera, None, flags=cv2.SOLVEPNP_ITERATIVE)
+    ok, rvec, _ = cv2.solvePnP(GENERIC_HEAD, points[list(POINTS)], camera, None, flags=cv2.SOLVEPNP_ITERATIVE)
     if not ok:
         return None
     rotation, _ = cv2.Rodrigues(rvec)
@@ -57,5 +62,6 @@ def solve_pose(points: np.ndarray, shape: tuple[int, ...]) -> Pose | None:
     head = rotation @ np.diag([1.0, -1.0, -1.0])
     yaw = np.degrees(np.arcsin(np.clip(-head[2, 0], -1, 1)))
     pitch = np.degrees(np.arctan2(head[2, 1], head[2, 2]))
-    roll = np.degrees(np.arctan2(head[1, 0], head[0, 0]))
+    eye_line = points[45] - points[36]
+    roll = np.degrees(np.arctan2(eye_line[1], eye_line[0]))
     return Pose(float(yaw), float(pitch), float(roll))

@@ -10,12 +10,12 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import version
-from typing import Any
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from swagger_ui_bundle import swagger_ui_path
@@ -25,7 +25,8 @@ from .scheduler import RequestScheduler
 from .http_errors import install_error_handlers
 from .metrics import ServiceMetrics
 from .middleware import HeadAsGet, HostAllowList, RequestContext
-from .routes import api, fuse_request_body, ops
+from .openapi import install_openapi
+from .routes import api, ops
 from .settings import ServeSettings
 from .state import ServiceState
 from .web import WEB_DIR
@@ -62,19 +63,6 @@ def _serve_docs_offline(app: FastAPI) -> None:
                                    swagger_favicon_url="/docs-assets/favicon-32x32.png")
 
 
-def _openapi_for(app: FastAPI, state: ServiceState) -> None:
-    """The OpenAPI document shows this server's option defaults and engines (the routes' own decoration shows the
-    library's), so a generated client and /docs offer exactly what this server accepts."""
-    build = app.openapi
-
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema is None:
-            build()["paths"]["/v1/fuse"]["post"].update(fuse_request_body(state.fuse_models))
-        return app.openapi_schema or {}
-
-    app.openapi = openapi  # type: ignore[method-assign]
-
-
 def create_app(settings: ServeSettings | None = None, *, store: StoreConfig | None = None) -> FastAPI:
     settings = settings or ServeSettings()
     metrics = ServiceMetrics(settings.max_batch)
@@ -94,15 +82,17 @@ def create_app(settings: ServeSettings | None = None, *, store: StoreConfig | No
             await asyncio.gather(loading, return_exceptions=True)  # a load in progress finishes first
 
     app = FastAPI(title="facefuse", version=version("facefuse"), lifespan=lifespan, docs_url=None, redoc_url=None,
+                  generate_unique_id_function=lambda route: route.name,  # operationIds: fuse, detect, healthz…
                   description="Offline face fusion. Results are AI-generated and labelled as such; "
                               "fusing someone's face needs their consent.")
     app.state.service = state
-    _openapi_for(app, state)
     install_error_handlers(app)
     app.include_router(api)
     app.include_router(ops)
     app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
     _serve_docs_offline(app)
+    keyed = {route.path for route in api.routes if isinstance(route, APIRoute)}
+    install_openapi(app, settings, state.fuse_models, keyed_paths=keyed)
     if settings.cors_origin:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origin, allow_methods=["GET", "POST"],
                            allow_headers=["Authorization", "Content-Type", "X-Request-ID"],

@@ -42,8 +42,9 @@ def public(exc: FacefuseError) -> FacefuseError:
                          else "unexpected error on the server", "the operator can find the cause in the server log")
 
 
-def error_response(exc: FacefuseError, request_id: str | None = None) -> JSONResponse:
-    headers: dict[str, str] = {}
+def error_response(exc: FacefuseError, request_id: str | None = None,
+                   headers: dict[str, str] | None = None) -> JSONResponse:
+    headers = dict(headers or {})
     if exc.code is ErrorCode.QUEUE_FULL:
         headers["Retry-After"] = str(exc.details.get("retry_after_s", 1))
     if exc.code is ErrorCode.UNAUTHORIZED:
@@ -70,8 +71,12 @@ async def _facefuse_error(request: Request, exc: Exception) -> JSONResponse:
 async def _framework_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = _FRAMEWORK_CODES.get(exc.status_code, ErrorCode.BAD_REQUEST)
+    headers = dict(exc.headers or {})  # the router's Allow on 405 (RFC 9110)
+    allowed = [method.strip() for method in headers.get("Allow", "").split(",")]
+    if "GET" in allowed and "HEAD" not in allowed:  # middleware.HeadAsGet answers HEAD wherever GET is
+        headers["Allow"] = ", ".join([*allowed, "HEAD"])
     return error_response(FacefuseError(code, str(exc.detail), "see /docs for the endpoints and their methods"),
-                          _request_id(request))
+                          _request_id(request), headers)
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:

@@ -17,6 +17,7 @@ from ..errors import ErrorCode, FacefuseError
 from ..imageio import MEDIA_TYPES, declared_pixels, output_format
 from ..pipeline import FusionResult
 from .negotiation import image_format_wanted
+from .openapi import fuse_request_body, request_body
 from .state import ServiceState
 from .uploads import DetectJSON, FuseJSON, FuseOptionsIn, parse_detect, parse_fuse
 from .web import CONTENT_SECURITY_POLICY, WEB_DIR
@@ -42,28 +43,6 @@ api = APIRouter(prefix="/v1", dependencies=[Depends(require_key)], tags=["fusion
 ops = APIRouter(tags=["operations"])
 
 
-def _multipart_or_json(files: dict[str, str], json_model: type[Any], form_model: type[Any] | None) -> dict[str, Any]:
-    """OpenAPI request body documenting both accepted encodings (the handler parses the body itself)."""
-    form_schema = form_model.model_json_schema() if form_model else {"type": "object", "properties": {}}
-    form_schema = {**form_schema, "properties": {**{name: {"type": "string", "format": "binary", "description": text}
-                                                    for name, text in files.items()},
-                                                 **form_schema.get("properties", {})},
-                   "required": list(files)}
-    return {"requestBody": {"required": True, "content": {
-        "multipart/form-data": {"schema": form_schema},
-        "application/json": {"schema": json_model.model_json_schema()},
-    }}}
-
-
-_FUSE_FILES = {"source": "identity photo", "target": "pose/scene photo"}
-
-
-def fuse_request_body(models: tuple[type[Any], type[Any]]) -> dict[str, Any]:
-    """OpenAPI request body of ``POST /v1/fuse`` for an app's (form, JSON) request models."""
-    form, json_model = models
-    return _multipart_or_json(_FUSE_FILES, json_model, form)
-
-
 async def _disconnect(request: Request) -> None:
     """Returns when the client has gone (the body is already read, so the next ASGI message is the disconnect)."""
     while (await request.receive())["type"] != "http.disconnect":
@@ -75,9 +54,7 @@ def _server_timing(timings_ms: dict[str, float]) -> str:
 
 
 @api.post("/fuse", summary="Fuse the source face into the target photo",
-          openapi_extra=fuse_request_body((FuseOptionsIn, FuseJSON)),
-          responses={200: {"content": {"image/jpeg": {}, "image/png": {}, "image/webp": {}},
-                           "description": "the image when Accept names an image type, else JSON"}})
+          openapi_extra=fuse_request_body((FuseOptionsIn, FuseJSON)))
 async def fuse(request: Request) -> Response:
     state = service(request)
     fuser, scheduler = state.require_ready()
@@ -123,7 +100,7 @@ def quality_verdict(analysis: ImageAnalysis, role: str) -> dict[str, Any]:
 
 
 @api.post("/detect", summary="Faces and the quality verdict of one photo, without fusing",
-          openapi_extra=_multipart_or_json({"image": "the photo"}, DetectJSON, None))
+          openapi_extra=request_body("Detect", {"image": "the photo"}, DetectJSON, DetectJSON))
 async def detect(request: Request) -> Response:
     state = service(request)
     fuser, scheduler = state.require_ready()

@@ -180,13 +180,14 @@ class _RequestModel(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
 
-def fuse_request_models(defaults: FusionOptions | None = None,
-                        engines: Sequence[str] | None = None) -> tuple[type[BaseModel], type[BaseModel]]:
+def fuse_request_models(defaults: FusionOptions | None = None, engines: Sequence[str] | None = None,
+                        segmentation: Sequence[str] | None = None) -> tuple[type[BaseModel], type[BaseModel]]:
     """The fields of ``POST /v1/fuse`` as (form model, JSON model), derived from the request-scope fields of
     :class:`~facefuse.fusion.engine.FusionOptions` and the fields of :class:`~facefuse.pipeline.EncodeOptions`.
 
     ``defaults`` are the server's (its engine and operator-scope options); ``engines`` limits ``engine`` to the ones
-    the operator loaded, so naming any other is a 400 before any work is queued. The JSON model adds the two photos
+    the operator loaded, so naming any other is a 400 before any work is queued; ``segmentation`` limits that field
+    the same way (``("off",)`` where the server has no segmenter to run). The JSON model adds the two photos
     as base64 strings; the form model is what multipart text fields are checked against (the photos are file parts).
     """
     defaults = defaults or FusionOptions()
@@ -194,7 +195,8 @@ def fuse_request_models(defaults: FusionOptions | None = None,
     for name, info in fields_of(FusionOptions, Scope.REQUEST).items():
         field = copy(info)
         field.default = getattr(defaults, name)
-        annotation = Literal[tuple(engines)] if name == "engine" and engines else info.annotation
+        allowed = {"engine": engines, "segmentation": segmentation}.get(name)
+        annotation = Literal[tuple(allowed)] if allowed else info.annotation
         fields[name] = (annotation, field)
     fields.update({name: (info.annotation, info) for name, info in fields_of(EncodeOptions).items()})
     form = create_model("FuseOptionsIn", __base__=_RequestModel, __module__=__name__, **fields,
@@ -241,9 +243,16 @@ class DetectInput:
     role: str
 
 
+def _json_number(text: str) -> float | int:
+    """A JSON number with no fraction is an integer (as JSON Schema has it: 53.0 is a valid ``integer``), so the
+    strict validation of JSON bodies takes ``"quality": 53.0`` while still refusing ``"quality": "53"``."""
+    value = float(text)
+    return int(value) if value.is_integer() else value
+
+
 def _json_object(body: bytes) -> dict[str, Any]:
     try:
-        value = json.loads(body)
+        value = json.loads(body, parse_float=_json_number)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise FacefuseError(ErrorCode.BAD_REQUEST, f"the body is not valid JSON ({exc})",
                             "send JSON, or multipart/form-data with files") from None
@@ -265,6 +274,20 @@ def _text_fields(fields: dict[str, bytes], files: tuple[str, ...]) -> dict[str, 
                                 {"field": name})
         texts[name] = data.decode("utf-8", "replace")
     return texts
+
+
+def _form_values(model: type[BaseModel], texts: dict[str, str]) -> dict[str, Any]:
+    """Form text as the model's input, with booleans written ``true`` or ``false`` only (what the OpenAPI document,
+    the web page and curl users write); pydantic alone would also read ``0``, ``off``, ``yes``… as booleans."""
+    values: dict[str, Any] = dict(texts)
+    for name, text in texts.items():
+        info = model.model_fields.get(name)
+        if info is not None and info.annotation is bool:
+            if text.strip().lower() not in ("true", "false"):
+                raise FacefuseError(ErrorCode.INVALID_OPTION, f"invalid {name} (got {text[:40]!r}): true or false",
+                                    f"{name}: {info.description}", {"option": name})
+            values[name] = text.strip().lower() == "true"
+    return values
 
 
 def _require_files(fields: dict[str, bytes], names: tuple[str, ...]) -> None:
@@ -295,10 +318,10 @@ def parse_fuse(request: Request, body: bytes, models: tuple[type[BaseModel], typ
         if media_type == "multipart/form-data":
             fields = parse_multipart(body, request.headers["content-type"])
             _require_files(fields, ("source", "target"))
-            given = form_model.model_validate(_text_fields(fields, ("source", "target")))
+            given = form_model.model_validate(_form_values(form_model, _text_fields(fields, ("source", "target"))))
             source, target = fields["source"], fields["target"]
-        elif media_type == "application/json":
-            given = json_model.model_validate(_json_object(body))
+        elif media_type == "application/json":  # strict: JSON has types, so "true" for a boolean is refused
+            given = json_model.model_validate(_json_object(body), strict=True)
             source = decode_base64(given.source, "source")  # type: ignore[attr-defined]
             target = decode_base64(given.target, "target")  # type: ignore[attr-defined]
         else:
@@ -318,7 +341,7 @@ def parse_detect(request: Request, body: bytes) -> DetectInput:
             data = DetectJSON.model_validate({"image": "", **texts})
             return DetectInput(fields["image"], data.role)
         if media_type == "application/json":
-            data = DetectJSON.model_validate(_json_object(body))
+            data = DetectJSON.model_validate(_json_object(body), strict=True)
             return DetectInput(decode_base64(data.image, "image"), data.role)
     except ValidationError as exc:
         raise invalid_options(exc, DetectJSON) from None
