@@ -31,7 +31,7 @@ from .imageio import ImageInput  # noqa: E402
 from .pipeline import Fuser, FuserConfig, FusionResult  # noqa: E402
 
 __all__ = ["ErrorCode", "Face", "FacefuseError", "Fuser", "FuserConfig", "FusionOptions", "FusionResult",
-           "ImageAnalysis", "Pose", "detect", "fuse"]
+           "ImageAnalysis", "Pose", "detect", "fuse", "fuse_video"]
 __version__ = "0.1.0"
 
 
@@ -44,3 +44,11 @@ def fuse(source: ImageInput, target: ImageInput, *, fuser: Fuser | None = None, 
 def detect(image: ImageInput, *, fuser: Fuser | None = None) -> ImageAnalysis:
     """Faces of one photo with box, score, 468 landmarks, pose and the quality gate's verdict."""
     return (fuser or Fuser()).analyze(image)
+
+
+def fuse_video(source: ImageInput, target: Any, output: Any, *args: Any, **kwargs: Any) -> Any:
+    """Fuse ``source``'s face into every frame of the video ``target``; see :func:`facefuse.video.fuse_video`
+    (imported on first use, so photo-only programs never load FFmpeg)."""
+    from .video import fuse_video as run
+
+    return run(source, target, output, *args, **kwargs)

@@ -25,6 +25,9 @@ class ErrorCode(str, Enum):
     IMAGE_TOO_SMALL = "IMAGE_TOO_SMALL"
     UNSUPPORTED_IMAGE = "UNSUPPORTED_IMAGE"
     CORRUPT_IMAGE = "CORRUPT_IMAGE"
+    # input videos
+    UNSUPPORTED_VIDEO = "UNSUPPORTED_VIDEO"
+    CORRUPT_VIDEO = "CORRUPT_VIDEO"
     # faces and quality
     NO_FACE = "NO_FACE"
     FACE_TOO_SMALL = "FACE_TOO_SMALL"
@@ -41,7 +44,14 @@ class ErrorCode(str, Enum):
     UPLOAD_TIMEOUT = "UPLOAD_TIMEOUT"
     NOT_READY = "NOT_READY"
     DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
+    CANCELLED = "CANCELLED"
     INTERNAL = "INTERNAL"
+    # batch jobs
+    JOB_NOT_DONE = "JOB_NOT_DONE"
+    JOB_EXPIRED = "JOB_EXPIRED"
+    JOB_TOO_LARGE = "JOB_TOO_LARGE"
+    BAD_ARCHIVE = "BAD_ARCHIVE"
+    STORAGE_FULL = "STORAGE_FULL"
 
 
 @dataclass(frozen=True)
@@ -61,6 +71,8 @@ ERROR_TABLE: dict[ErrorCode, ErrorMapping] = {
     ErrorCode.IMAGE_TOO_SMALL: ErrorMapping(3, 422),
     ErrorCode.UNSUPPORTED_IMAGE: ErrorMapping(3, 415),
     ErrorCode.CORRUPT_IMAGE: ErrorMapping(3, 400),
+    ErrorCode.UNSUPPORTED_VIDEO: ErrorMapping(3, 415),
+    ErrorCode.CORRUPT_VIDEO: ErrorMapping(3, 400),
     ErrorCode.NO_FACE: ErrorMapping(3, 422),
     ErrorCode.FACE_TOO_SMALL: ErrorMapping(3, 422),
     ErrorCode.POSE_TOO_LARGE: ErrorMapping(3, 422),
@@ -74,7 +86,13 @@ ERROR_TABLE: dict[ErrorCode, ErrorMapping] = {
     ErrorCode.UPLOAD_TIMEOUT: ErrorMapping(5, 408),
     ErrorCode.NOT_READY: ErrorMapping(5, 503),
     ErrorCode.DEADLINE_EXCEEDED: ErrorMapping(5, 504),
+    ErrorCode.CANCELLED: ErrorMapping(130, 499),  # the caller stopped the work (as Ctrl-C; nginx's 499)
     ErrorCode.INTERNAL: ErrorMapping(1, 500),
+    ErrorCode.JOB_NOT_DONE: ErrorMapping(5, 409),
+    ErrorCode.JOB_EXPIRED: ErrorMapping(5, 410),
+    ErrorCode.JOB_TOO_LARGE: ErrorMapping(3, 413),
+    ErrorCode.BAD_ARCHIVE: ErrorMapping(3, 400),
+    ErrorCode.STORAGE_FULL: ErrorMapping(5, 507),
 }
 
 

@@ -45,6 +45,7 @@ _XMP_LABEL = (
     "</dc:description></rdf:Description></rdf:RDF></x:xmpmeta>"
     '<?xpacket end="w"?>'
 )
+IPTC_AI_SOURCE, XMP_LABEL = _IPTC_AI_SOURCE, _XMP_LABEL  # public names for the video container label
 OUTPUT_FORMATS = {"jpeg": "JPEG", "jpg": "JPEG", "png": "PNG", "webp": "WEBP"}
 MEDIA_TYPES = {"JPEG": "image/jpeg", "PNG": "image/png", "WEBP": "image/webp"}
 

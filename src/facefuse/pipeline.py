@@ -21,9 +21,10 @@ from .analysis.select import select_faces
 from .analysis.types import Face, ImageAnalysis
 from .config import AnalysisConfig, RuntimeConfig, StoreConfig
 from .errors import FacefuseError
-from .fusion.blend import compose
-from .fusion.engine import FusionEngine, FusionOptions
-from .fusion.occlusion import SEGMENTER_MODEL, FaceSegmenter
+from .fusion.blend import LutSmoother, compose
+from .fusion.engine import FusionEngine, FusionOptions, SourceFace
+from .analysis.segmentation import SEGMENTER_MODEL, FaceSegmenter
+from .fusion.occlusion import occlusion_masks
 from .fusion.swappers import SwapperFiles
 from .imageio import ImageInput, add_visible_mark, decode_image, encode_image, read_input_bytes
 from .models import ModelStore
@@ -47,6 +48,17 @@ class EncodeOptions(Options):
         None, "Format", "image format of the result (default: from the output file's name, or the Accept header; "
         "else jpeg)")
     quality: int = option(92, "Quality", "1–100: JPEG/WebP quality", ge=1, le=100)
+
+
+@dataclass(frozen=True)
+class PreparedSource:
+    """The analysed source photo, its chosen face and the engine's prepared payload."""
+
+    analysis: ImageAnalysis
+    face: Face
+    prepared: SourceFace
+    engine: FusionEngine
+    timings_ms: dict[str, float]
 
 
 @dataclass
@@ -161,46 +173,60 @@ class Fuser:
             self.cache.put(key, analysis)
         return analysis
 
-    def fuse(self, source: ImageInput, target: ImageInput, options: FusionOptions | None = None) -> FusionResult:
-        options = options or FusionOptions()
+    def prepare(self, source: ImageInput, options: FusionOptions) -> PreparedSource:
+        """Everything about the source a fusion needs, done once: a video reuses it for every frame."""
         engine = self.engine(options.engine)
         watch = Stopwatch()
-        source_analysis = self.analyze(source, "source")
+        analysis = self.analyze(source, "source")
         watch.lap("analyze_source")
+        face = _chosen(analysis, options.source_face, "source", allow_all=False)[0]
+        prepared = engine.prepare_source(analysis.image, face)
+        watch.lap("prepare_source")
+        return PreparedSource(analysis, face, prepared, engine, watch.timings)
+
+    def apply(self, source: PreparedSource, image: np.ndarray, faces: list[Face], options: FusionOptions,
+              watch: Stopwatch | None = None, smooth_luts: LutSmoother | None = None) -> np.ndarray:
+        """``image`` with ``source``'s face fused into each of ``faces`` (no label; that is the caller's last step).
+
+        ``smooth_luts`` lets a video carry the colour transfer over time (see :func:`facefuse.fusion.blend.compose`).
+        """
+        watch = watch or Stopwatch()
+        if options.profile_degree == 0 and options.feature_degree == 0:
+            return image
+        segmenter = self.segmenter() if options.segmentation == "auto" else None
+        for face in faces:
+            rendered = source.engine.render(source.prepared, image, face, options)
+            watch.lap("render")
+            parsing = occlusion_masks(segmenter, rendered) if segmenter is not None else None
+            watch.lap("segment")
+            image = compose(image, rendered, options, parsing, smooth_luts)
+            watch.lap("blend")
+        return image
+
+    def fuse(self, source: ImageInput, target: ImageInput, options: FusionOptions | None = None) -> FusionResult:
+        options = options or FusionOptions()
+        prepared = self.prepare(source, options)
+        watch = Stopwatch()
         target_analysis = self.analyze(target, "target")
         watch.lap("analyze_target")
-        source_face = _chosen(source_analysis, options.source_face, "source", allow_all=False)[0]
         target_faces = _chosen(target_analysis, options.target_face, "target", allow_all=True)
-        prepared = engine.prepare_source(source_analysis.image, source_face)
-        watch.lap("prepare_source")
-        image = target_analysis.image
         warnings = [f"skipped target face at {np.round(f.box).astype(int).tolist()}: {f.issues[0].message}"
                     for f in target_analysis.faces if f.issues and options.target_face == "all"]
         warn_yaw = self.config.analysis.quality.warn_yaw
-        warnings += [w for face, role in [(source_face, "source"), *((f, "target") for f in target_faces)]
+        warnings += [w for face, role in [(prepared.face, "source"), *((f, "target") for f in target_faces)]
                      for w in _side_face_warnings(face, role, warn_yaw)]
-        if options.profile_degree == 0 and options.feature_degree == 0:
-            faces_out = [_face_report(f, target_analysis) for f in target_faces]
-        else:
-            segmenter = self.segmenter() if options.segmentation == "auto" else None
-            if segmenter is None and options.segmentation == "auto":
-                warnings.append("occlusion masks off: the face segmenter is a non-commercial model and "
-                                "allow_noncommercial_models is false; classic geometric masks were used")
-            faces_out = []
-            for face in target_faces:
-                rendered = engine.render(prepared, image, face, options)
-                watch.lap("render")
-                parsing = segmenter.parse(rendered) if segmenter is not None else None
-                watch.lap("segment")
-                image = compose(image, rendered, options, parsing)
-                watch.lap("blend")
-                faces_out.append(_face_report(face, target_analysis))
+        if options.segmentation == "auto" and self.segmenter() is None:
+            warnings.append("occlusion masks off: the face segmenter is a non-commercial model and "
+                            "allow_noncommercial_models is false; classic geometric masks were used")
+        image = self.apply(prepared, target_analysis.image, target_faces, options, watch)
+        faces_out = [_face_report(f, target_analysis) for f in target_faces]
         if options.visible_label:
             image = add_visible_mark(image)
         watch.lap("label")
-        timings = {**{f"source_{k}": v for k, v in source_analysis.timings_ms.items()},
-                   **{f"target_{k}": v for k, v in target_analysis.timings_ms.items()}, **watch.timings}
-        timings["total"] = sum(watch.timings.values())
+        source_timings = {**{f"source_{k}": v for k, v in prepared.analysis.timings_ms.items()}, **prepared.timings_ms}
+        timings = {**source_timings, **{f"target_{k}": v for k, v in target_analysis.timings_ms.items()},
+                   **watch.timings}
+        timings["total"] = sum(watch.timings.values()) + sum(prepared.timings_ms.values())
         return FusionResult(image, faces_out, timings, warnings)
 
 

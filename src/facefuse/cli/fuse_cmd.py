@@ -7,10 +7,12 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from ..fusion.engine import FusionOptions
 from ..fusion.swappers import SwapperFiles
 from ..imageio import format_for_path, output_format
-from ..pipeline import EncodeOptions, Fuser
+from ..pipeline import EncodeOptions, Fuser, FuserConfig
 from .options import add_fuser_options, add_model_flags, fuser_config, model_from_args
 
 
@@ -18,29 +20,47 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("fuse", help="fuse a source face into a target photo",
                                  description="Fuse the source photo's face into the target photo. Every option of "
                                              "the library's FusionOptions is a flag here.")
+    add_fusion_flags(parser, "photo giving pose, expression, hair and scene",
+                     "where to write the result (.png, .jpg or .webp)", (EncodeOptions, "output"))
+    parser.set_defaults(handler=run)
+
+
+def add_fusion_flags(parser: argparse.ArgumentParser, target_help: str, output_help: str,
+                     *models: tuple[type[BaseModel], str]) -> None:
+    """The flags every fusing command has (shared with ``facefuse video``): inputs, output, ``--json``, every
+    ``FusionOptions`` field, those of ``models``, the swapper files and the runtime."""
     parser.add_argument("--source", required=True, help="photo giving the identity and face shape")
-    parser.add_argument("--target", required=True, help="photo giving pose, expression, hair and scene")
-    parser.add_argument("--output", required=True, help="where to write the result (.png, .jpg or .webp)")
+    parser.add_argument("--target", required=True, help=target_help)
+    parser.add_argument("--output", required=True, help=output_help)
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     add_model_flags(parser, FusionOptions, "fusion options")
-    add_model_flags(parser, EncodeOptions, "output")
+    for model, title in models:
+        add_model_flags(parser, model, title)
+    add_swapper_flags(parser)
+    add_fuser_options(parser)
+
+
+def add_swapper_flags(parser: argparse.ArgumentParser) -> None:
+    """``--model-path`` / ``--allow-unknown-model``."""
     swapper = parser.add_argument_group("swapper files")
     swapper.add_argument("--model-path", type=Path, default=None,
                          help="a local ONNX file for a swapper --engine instead of the registry's download")
     swapper.add_argument("--allow-unknown-model", action="store_true",
                          help="accept a --model-path whose SHA-256 is not the published file's")
-    add_fuser_options(parser)
-    parser.set_defaults(handler=run)
+
+
+def config_with_swapper(args: argparse.Namespace) -> FuserConfig:
+    config = fuser_config(args)
+    if args.model_path is not None:
+        config = replace(config, swapper_files=SwapperFiles(args.model_path, allow_unknown=args.allow_unknown_model))
+    return config
 
 
 def run(args: argparse.Namespace) -> int:
     options: FusionOptions = model_from_args(FusionOptions, args)
     encoding: EncodeOptions = model_from_args(EncodeOptions, args)
     fmt = output_format(encoding.output_format) if encoding.output_format else format_for_path(args.output)
-    config = fuser_config(args)
-    if args.model_path is not None:
-        config = replace(config, swapper_files=SwapperFiles(args.model_path, allow_unknown=args.allow_unknown_model))
-    result = Fuser(config).fuse(Path(args.source), Path(args.target), options)
+    result = Fuser(config_with_swapper(args)).fuse(Path(args.source), Path(args.target), options)
     Path(args.output).write_bytes(result.encode(fmt, encoding.quality))
     if args.json:
         print(json.dumps({"output": args.output, **result.to_dict()}))

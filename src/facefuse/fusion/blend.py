@@ -13,15 +13,21 @@ Choices, by measurement (benchmarks/quality.py, seam metric and timings):
 
 from __future__ import annotations
 
+from typing import Callable
+
 import cv2
 import numpy as np
 
 from .engine import FusionOptions, RenderedFace
-from .occlusion import FaceParsing
+from .occlusion import OcclusionMasks
 from .relight import relight
 
 PYRAMID_LEVELS = 5
 CONTRAST_LIMITS = (0.8, 1.25)  # the most colour matching may shrink or stretch the face's contrast, locally
+
+# A video passes one of these to carry the colour transfer over time: it gets this frame's float lookup tables
+# (256×3) and returns the ones to apply, so the colour correction cannot flicker from frame to frame.
+LutSmoother = Callable[[np.ndarray], np.ndarray]
 
 
 def _uint8_quantiles(values: np.ndarray, quantiles: np.ndarray) -> np.ndarray:
@@ -32,7 +38,8 @@ def _uint8_quantiles(values: np.ndarray, quantiles: np.ndarray) -> np.ndarray:
 
 
 def _histogram_luts(face_lab: np.ndarray, target_lab: np.ndarray, weight: np.ndarray) -> np.ndarray:
-    """Per-channel 256-entry lookup tables mapping the face's Lab histogram inside ``weight`` onto the target's.
+    """Per-channel 256-entry lookup tables (float, 256×3) mapping the face's Lab histogram inside ``weight`` onto
+    the target's.
 
     The mapping's slope is held within ``CONTRAST_LIMITS`` everywhere (then re-anchored at the median): a skin
     histogram is peaked, and unlimited matching stretches that peak, turning JPEG noise and pores into blotches.
@@ -49,11 +56,11 @@ def _histogram_luts(face_lab: np.ndarray, target_lab: np.ndarray, weight: np.nda
         lut = np.concatenate([[0.0], np.cumsum(slopes)])
         median = int(round(face_q[len(face_q) // 2]))
         luts.append(lut + (matched[median] - lut[median]))
-    return np.clip(np.stack(luts, axis=1) + 0.5, 0, 255).astype(np.uint8)
+    return np.stack(luts, axis=1)
 
 
 def match_colour(face: np.ndarray, target: np.ndarray, mask: np.ndarray, face_skin: np.ndarray | None = None,
-                 target_skin: np.ndarray | None = None) -> np.ndarray:
+                 target_skin: np.ndarray | None = None, smooth_luts: LutSmoother | None = None) -> np.ndarray:
     """The face's colours and lighting moved to the target's inside ``mask`` (both uint8 RGB crops).
 
     Histogram matching per channel in Lab (perceptual: lightness apart from colour) fixes skin tone and contrast,
@@ -67,10 +74,14 @@ def match_colour(face: np.ndarray, target: np.ndarray, mask: np.ndarray, face_sk
         return face
     face_lab = cv2.cvtColor(face, cv2.COLOR_RGB2Lab)
     target_lab = cv2.cvtColor(target, cv2.COLOR_RGB2Lab)
-    matched = cv2.cvtColor(cv2.LUT(face_lab, _histogram_luts(face_lab, target_lab, weight)[None]), cv2.COLOR_Lab2RGB)
+    luts = _histogram_luts(face_lab, target_lab, weight)
+    if smooth_luts is not None:
+        luts = smooth_luts(luts)
+    luts8 = np.clip(luts + 0.5, 0, 255).astype(np.uint8)
+    matched = cv2.LUT(face_lab, luts8[None])
     columns = np.flatnonzero(weight.max(axis=0))
     face_width = float(columns[-1] - columns[0] + 1)
-    return relight(matched, target, weight if face_skin is None else face_skin,
+    return relight(matched, target_lab, weight if face_skin is None else face_skin,
                    weight if target_skin is None else target_skin, face_width)
 
 
@@ -155,7 +166,7 @@ def _bounding_box(mask: np.ndarray, pad: int = 0) -> tuple[tuple[int, int], tupl
 
 
 def compose(image: np.ndarray, rendered: RenderedFace, options: FusionOptions,
-            parsing: FaceParsing | None = None) -> np.ndarray:
+            parsing: OcclusionMasks | None = None, smooth_luts: LutSmoother | None = None) -> np.ndarray:
     """The target photo with the rendered face relit, blended, sharpened and pasted back.
 
     ``parsing`` (the segment stage's masks) keeps the target's occluders and hair on top and keeps the source's
@@ -183,7 +194,7 @@ def compose(image: np.ndarray, rendered: RenderedFace, options: FusionOptions,
         base = np.ones_like(mask) if face_skin is None else face_skin
         face_skin = base * parsing.source_skin[sub] * (1.0 - parsing.source_hidden[sub])
         target_skin = base * parsing.target_skin[sub] * (1.0 - parsing.target_keep[sub])
-    face = match_colour(crop, target, mask, face_skin, target_skin)
+    face = match_colour(crop, target, mask, face_skin, target_skin, smooth_luts)
     face = cv2.blendLinear(face, target, 1.0 - keep, keep)
     if options.blend == "poisson":
         blended = poisson_blend(face, target, mask)

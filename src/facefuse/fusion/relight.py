@@ -46,22 +46,25 @@ def skin_shading(lab: np.ndarray, weight: np.ndarray, sigma: float, robust: bool
 
 
 def _normalised_blur(values: np.ndarray, weight: np.ndarray, sigma: float) -> np.ndarray:
-    """Weighted Gaussian average; where no weight is near, a much wider average fills in so nothing is undefined."""
-    num = cv2.GaussianBlur(values * weight[..., None], (0, 0), sigma)
+    """Weighted Gaussian average; where no weight is near, a 4× wider average (taken at 1/4 resolution, where it
+    costs little) fills in, so nothing is undefined."""
+    weighted = values * weight[..., None]
+    num = cv2.GaussianBlur(weighted, (0, 0), sigma)
     den = cv2.GaussianBlur(weight, (0, 0), sigma)
-    wide_num = cv2.GaussianBlur(values * weight[..., None], (0, 0), sigma * 4)
-    wide_den = cv2.GaussianBlur(weight, (0, 0), sigma * 4)
+    height, width = weight.shape
+    coarse = (max(1, width // 4), max(1, height // 4))
+    wide_num = cv2.GaussianBlur(cv2.resize(weighted, coarse, interpolation=cv2.INTER_AREA), (0, 0), sigma)
+    wide_den = cv2.GaussianBlur(cv2.resize(weight, coarse, interpolation=cv2.INTER_AREA), (0, 0), sigma)
+    wide = cv2.resize(wide_num / np.maximum(wide_den, 1e-6)[..., None], (width, height), interpolation=cv2.INTER_LINEAR)
     near = np.clip(den / 0.05, 0, 1)[..., None]  # ~5 % of a full neighbourhood of skin is enough to trust it
-    local = num / np.maximum(den, 1e-6)[..., None]
-    wide = wide_num / np.maximum(wide_den, 1e-6)[..., None]
-    return local * near + wide * (1 - near)
+    return num / np.maximum(den, 1e-6)[..., None] * near + wide * (1 - near)
 
 
-def relight(face: np.ndarray, target: np.ndarray, face_skin: np.ndarray, target_skin: np.ndarray,
+def relight(face_lab: np.ndarray, target_lab: np.ndarray, face_skin: np.ndarray, target_skin: np.ndarray,
             face_width: float) -> np.ndarray:
-    """``face`` (uint8 RGB, already in the target's geometry) with its shading replaced by the target's."""
-    face_lab = cv2.cvtColor(face, cv2.COLOR_RGB2Lab).astype(np.float32)
-    target_lab = cv2.cvtColor(target, cv2.COLOR_RGB2Lab).astype(np.float32)
+    """``face_lab`` (OpenCV's 8-bit Lab, already in the target's geometry) with its shading replaced by the
+    target's; returned as uint8 RGB."""
+    face = face_lab.astype(np.float32)
     sigma = SHADING_SIGMA_FRACTION * face_width
-    shift = skin_shading(target_lab, target_skin, sigma) - skin_shading(face_lab, face_skin, sigma)
-    return cv2.cvtColor(np.clip(face_lab + shift + 0.5, 0, 255).astype(np.uint8), cv2.COLOR_Lab2RGB)
+    shift = skin_shading(target_lab.astype(np.float32), target_skin, sigma) - skin_shading(face, face_skin, sigma)
+    return cv2.cvtColor(np.clip(face + shift + 0.5, 0, 255).astype(np.uint8), cv2.COLOR_Lab2RGB)

@@ -23,6 +23,7 @@ from swagger_ui_bundle import swagger_ui_path
 from ..config import StoreConfig
 from .scheduler import RequestScheduler
 from .http_errors import install_error_handlers
+from .jobs_routes import jobs_api
 from .metrics import ServiceMetrics
 from .middleware import HeadAsGet, HostAllowList, RequestContext
 from .openapi import install_openapi
@@ -89,12 +90,13 @@ def create_app(settings: ServeSettings | None = None, *, store: StoreConfig | No
     install_error_handlers(app)
     app.include_router(api)
     app.include_router(ops)
+    app.include_router(jobs_api)  # batch jobs, with their own lifespan (runner start/stop)
     app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
     _serve_docs_offline(app)
     keyed = {route.path for route in api.routes if isinstance(route, APIRoute)}
     install_openapi(app, settings, state.fuse_models, keyed_paths=keyed)
     if settings.cors_origin:
-        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origin, allow_methods=["GET", "POST"],
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origin, allow_methods=["GET", "POST", "DELETE"],
                            allow_headers=["Authorization", "Content-Type", "X-Request-ID"],
                            expose_headers=["Server-Timing", "X-Request-ID", "Retry-After"])
     app.add_middleware(SecurityHeaders)

@@ -17,8 +17,6 @@ from pydantic import BaseModel
 from ..config import StoreConfig
 from ..errors import ErrorCode, FacefuseError
 from ..fusion.engine import FusionOptions
-from ..fusion.occlusion import SEGMENTER_MODEL
-from ..models.registry import ModelRegistry
 from ..pipeline import Fuser
 from .scheduler import RequestScheduler
 from .metrics import ServiceMetrics
@@ -47,16 +45,10 @@ class ServiceState:
 
     def __post_init__(self) -> None:
         self.defaults = self.settings.fusion_defaults()
-        self.fuse_models = fuse_request_models(self.defaults, self.settings.engines, self._segmentation_modes())
+        self.fuse_models = fuse_request_models(self.defaults, self.settings.engines)
         self.uploads = UploadGate(self.settings.max_uploads, int(self.settings.max_buffered_mb * 2**20),
                                   self.metrics.uploads_rejected)
         self.pixels = PixelBudget(int(self.settings.max_decoded_mpx * 1e6))
-
-    @staticmethod
-    def _segmentation_modes() -> tuple[str, ...] | None:
-        """Only ``off`` where this build registers no occlusion segmenter: ``auto`` would fail every request with
-        MODEL_MISSING, so the request schema does not offer it (None: every mode)."""
-        return None if SEGMENTER_MODEL in ModelRegistry() else ("off",)
 
     def load_models(self) -> None:
         """Build the Fuser and its engine, and run the detector once so the first request does not pay for it."""
@@ -68,6 +60,9 @@ class ServiceState:
                 start = time.perf_counter()
                 fuser.engine(engine)
                 self._timed(f"engine_{engine}", start)
+            start = time.perf_counter()
+            fuser.segmenter()  # shipped in the package; None where the licence setting forbids it
+            self._timed("segmenter", start)
             start = time.perf_counter()
             fuser.analyzer.analyze(np.full((192, 192, 3), 128, np.uint8))
             self._timed("warmup", start)

@@ -116,9 +116,14 @@ class _Part:
         _, params = parse_options_header(self.headers.get("content-disposition", b""))
         return params.get(b"name", b"").decode("utf-8", "replace")
 
+    @property
+    def filename(self) -> str:
+        _, params = parse_options_header(self.headers.get("content-disposition", b""))
+        return params.get(b"filename", b"").decode("utf-8", "replace")
 
-def parse_multipart(body: bytes, content_type: str) -> dict[str, bytes]:
-    """Parts of a multipart/form-data body by field name, all in memory."""
+
+def multipart_parts(body: bytes, content_type: str, max_parts: int = _MAX_PARTS) -> list[_Part]:
+    """Every part of a multipart/form-data body in order, all in memory (a field may repeat)."""
     _, params = parse_options_header(content_type)
     boundary = params.get(b"boundary")
     if not boundary:
@@ -129,8 +134,8 @@ def parse_multipart(body: bytes, content_type: str) -> dict[str, bytes]:
     finished: list[bool] = []
 
     def on_part_begin() -> None:
-        if len(parts) >= _MAX_PARTS:
-            raise FacefuseError(ErrorCode.BAD_REQUEST, f"more than {_MAX_PARTS} form fields",
+        if len(parts) >= max_parts:
+            raise FacefuseError(ErrorCode.BAD_REQUEST, f"more than {max_parts} form fields",
                                 "send only the documented fields")
         parts.append(_Part())
 
@@ -156,6 +161,11 @@ def parse_multipart(body: bytes, content_type: str) -> dict[str, bytes]:
     if not finished:
         raise FacefuseError(ErrorCode.BAD_REQUEST, "the multipart body ended before its closing boundary",
                             "the upload was cut off: send it again")
+    return parts
+
+
+def unique_fields(parts: list[_Part]) -> dict[str, bytes]:
+    """Parts by field name, refusing a field sent twice."""
     fields: dict[str, bytes] = {}
     for part in parts:
         if part.name in fields:
@@ -163,6 +173,11 @@ def parse_multipart(body: bytes, content_type: str) -> dict[str, bytes]:
                                 "send each field once", {"field": part.name})
         fields[part.name] = bytes(part.data)
     return fields
+
+
+def parse_multipart(body: bytes, content_type: str) -> dict[str, bytes]:
+    """Parts of a multipart/form-data body by field name, all in memory."""
+    return unique_fields(multipart_parts(body, content_type))
 
 
 def decode_base64(value: str, name: str) -> bytes:
@@ -180,14 +195,13 @@ class _RequestModel(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
 
-def fuse_request_models(defaults: FusionOptions | None = None, engines: Sequence[str] | None = None,
-                        segmentation: Sequence[str] | None = None) -> tuple[type[BaseModel], type[BaseModel]]:
+def fuse_request_models(defaults: FusionOptions | None = None,
+                        engines: Sequence[str] | None = None) -> tuple[type[BaseModel], type[BaseModel]]:
     """The fields of ``POST /v1/fuse`` as (form model, JSON model), derived from the request-scope fields of
     :class:`~facefuse.fusion.engine.FusionOptions` and the fields of :class:`~facefuse.pipeline.EncodeOptions`.
 
     ``defaults`` are the server's (its engine and operator-scope options); ``engines`` limits ``engine`` to the ones
-    the operator loaded, so naming any other is a 400 before any work is queued; ``segmentation`` limits that field
-    the same way (``("off",)`` where the server has no segmenter to run). The JSON model adds the two photos
+    the operator loaded, so naming any other is a 400 before any work is queued. The JSON model adds the two photos
     as base64 strings; the form model is what multipart text fields are checked against (the photos are file parts).
     """
     defaults = defaults or FusionOptions()
@@ -195,7 +209,7 @@ def fuse_request_models(defaults: FusionOptions | None = None, engines: Sequence
     for name, info in fields_of(FusionOptions, Scope.REQUEST).items():
         field = copy(info)
         field.default = getattr(defaults, name)
-        allowed = {"engine": engines, "segmentation": segmentation}.get(name)
+        allowed = engines if name == "engine" else None
         annotation = Literal[tuple(allowed)] if allowed else info.annotation
         fields[name] = (annotation, field)
     fields.update({name: (info.annotation, info) for name, info in fields_of(EncodeOptions).items()})

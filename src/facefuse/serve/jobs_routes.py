@@ -1,0 +1,216 @@
+"""``/v1/jobs``: batch jobs over HTTP — submit one source and many photos (or one video), poll, download, cancel.
+
+Parsing and answering only; the jobs themselves live in :mod:`facefuse.jobs`. The router brings its own lifespan
+(open the store, start the runner, resume what a killed process left; stop the runner on shutdown), so the app
+factory only includes it. Same API key, body limit and error shape as every ``/v1`` route.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.responses import FileResponse, JSONResponse
+from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
+
+from ..errors import ErrorCode, FacefuseError
+from ..imageio import output_format
+from ..jobs import IntakeLimits, JobKind, JobOptions, JobRecord, JobRunner, JobState, JobStore, classify_targets
+from ..jobs.metrics import JobMetrics
+from ..schema import Scope, fields_of, invalid_options
+from ..video.options import VideoOptions
+from .routes import require_key, service
+from .state import ServiceState
+from .uploads import (
+    FuseOptionsIn,
+    _media_type,
+    _text_fields,
+    _unsupported_body,
+    fusion_request,
+    multipart_parts,
+    unique_fields,
+)
+
+_JOB_ID = re.compile(r"^[0-9a-f]{32}$")
+_VIDEO_FIELDS = tuple(fields_of(VideoOptions, Scope.REQUEST))
+_MEDIA = {"result.zip": "application/zip", "result.mp4": "video/mp4"}
+
+
+@dataclass
+class JobService:
+    store: JobStore
+    runner: JobRunner
+    limits: IntakeLimits
+    max_disk_bytes: int
+
+
+@asynccontextmanager
+async def jobs_lifespan(app: FastAPI) -> AsyncIterator[None]:
+    state = service_of(app)
+    settings = state.settings
+    store = JobStore(settings.jobs_root(state.store.home), settings.job_retention_hours * 3600)
+    runner = JobRunner(store, lambda: state.fuser, workers=settings.job_workers,
+                       metrics=JobMetrics(state.metrics.registry, store),
+                       clean_every_s=min(60.0, settings.job_retention_hours * 3600 / 4))
+    runner.start()
+    app.state.jobs = JobService(store, runner, settings.intake_limits(), settings.job_max_disk_bytes)
+    try:
+        yield
+    finally:
+        await asyncio.to_thread(runner.stop)
+        store.close()
+
+
+def service_of(app: FastAPI) -> Any:
+    return app.state.service
+
+
+def _jobs(request: Request) -> JobService:
+    jobs: JobService = request.app.state.jobs
+    return jobs
+
+
+_ERRORS = {status: {"description": text} for status, text in {
+    400: "malformed request, bad option or bad zip", 401: "missing or wrong API key", 404: "no such job",
+    409: "the job has not finished (JOB_NOT_DONE)", 410: "the job expired and its files were deleted",
+    413: "body, zip or item count over its limit", 503: "models still loading",
+    507: "the jobs' disk budget is used up (STORAGE_FULL)"}.items()}
+
+def _request_body() -> dict[str, Any]:
+    """OpenAPI: the multipart body — the two file fields, /v1/fuse's option fields and the video fields."""
+    options = FuseOptionsIn.model_json_schema()
+    video = {name: schema for name, schema in VideoOptions.model_json_schema()["properties"].items()
+             if name in _VIDEO_FIELDS}
+    binary = {"type": "string", "format": "binary"}
+    schema = {"type": "object", "required": ["source", "targets"], "properties": {
+        "source": {**binary, "description": "the photo whose face is used"},
+        "targets": {"type": "array", "items": binary, "minItems": 1,
+                    "description": "photos, zips of photos, or exactly one video (repeat the field)"},
+        **options.get("properties", {}), **video}}
+    return {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": schema}}}}
+
+
+jobs_api = APIRouter(prefix="/v1/jobs", dependencies=[Depends(require_key)], tags=["jobs"], lifespan=jobs_lifespan)
+
+
+@dataclass(frozen=True)
+class JobUpload:
+    source: bytes
+    targets: list[tuple[str, bytes]]
+    options: JobOptions
+
+
+def parse_job(request: Request, body: bytes, state: ServiceState, max_items: int) -> JobUpload:
+    """multipart/form-data: one ``source`` file, ``targets`` files (repeat the field), and the option fields of
+    ``POST /v1/fuse`` (validated by the same request model, from the same server defaults)."""
+    media_type = _media_type(request)
+    if media_type != "multipart/form-data":
+        raise _unsupported_body(media_type)
+    parts = multipart_parts(body, request.headers["content-type"], max_parts=max_items + 16)
+    targets = [(p.filename or f"target-{i + 1}", bytes(p.data)) for i, p in enumerate(parts) if p.name == "targets"]
+    fields = unique_fields([p for p in parts if p.name != "targets"])
+    if "source" not in fields:
+        raise FacefuseError(ErrorCode.BAD_REQUEST, "the 'source' photo is missing",
+                            "send it as a file field named 'source'", {"field": "source"})
+    texts = _text_fields(fields, ("source",))
+    # the request fields of `facefuse video`, checked by their own model; photo jobs ignore them
+    video = VideoOptions(**{name: texts.pop(name) for name in list(texts) if name in _VIDEO_FIELDS})
+    form_model = state.fuse_models[0]
+    try:
+        given = form_model.model_validate(texts)
+    except ValidationError as exc:
+        raise invalid_options(exc, form_model) from None
+    fusion, encoding = fusion_request(given, state.defaults)
+    options = JobOptions(fusion, output_format(encoding.output_format or "jpeg"), encoding.quality, video)
+    return JobUpload(fields["source"], targets, options)
+
+
+def _check_disk(jobs: JobService, incoming: int) -> None:
+    """Refuses a job whose inputs plus outputs of about the same size would pass the disk budget."""
+    used = jobs.store.usage_bytes()
+    if used + 2 * incoming > jobs.max_disk_bytes:
+        raise FacefuseError(ErrorCode.STORAGE_FULL, "the server's space for jobs is used up",
+                            "download and delete finished jobs, or try again after older ones expire",
+                            {"used_bytes": used, "needed_bytes": 2 * incoming, "max_bytes": jobs.max_disk_bytes})
+
+
+def job_view(request: Request, record: JobRecord, jobs: JobService) -> dict[str, Any]:
+    view = record.to_dict(jobs.store.items(record.id) if record.kind is JobKind.PHOTOS else ())
+    view["result_url"] = (str(request.url_for("job_result", job_id=record.id).path)
+                          if record.state is JobState.DONE else None)
+    return view
+
+
+def _record(jobs: JobService, job_id: str) -> JobRecord:
+    record = jobs.store.get(job_id) if _JOB_ID.match(job_id) else None
+    if record is None:
+        raise FacefuseError(ErrorCode.NOT_FOUND, f"no job '{job_id}'",
+                            "use the id POST /v1/jobs answered; deleted jobs are gone", {"job_id": job_id})
+    return record
+
+
+@jobs_api.post("", status_code=202, summary="Start a batch job: one source into many photos, or into a video",
+               description="multipart/form-data: `source` (a photo), `targets` (repeat the field: photos, zips of "
+                           "photos, or exactly one video) and the options of `POST /v1/fuse`; video jobs also take "
+                           "the fields of `facefuse video` (`start`, `end`, `every_n`, `crf`, `codec`…). Limits are server "
+                           "settings: `--max-body-mb`, `--job-max-items`, `--job-max-unzipped-mb`, "
+                           "`--job-max-disk-mb`; finished jobs are kept `--job-retention-hours`.",
+               responses={202: {"description": "the job, queued; poll `GET /v1/jobs/{id}`"}, **_ERRORS},
+               openapi_extra=_request_body())
+async def create_job(request: Request) -> JSONResponse:
+    state = service(request)
+    state.require_ready()
+    jobs, settings = _jobs(request), state.settings
+    # the body counts against the service's upload budget until the job's files are written
+    async with state.uploads.body(request, settings.max_body_bytes, settings.upload_timeout_s) as body:
+        upload = await run_in_threadpool(parse_job, request, body, state, jobs.limits.max_items)
+        kind, targets = await run_in_threadpool(classify_targets, upload.targets, jobs.limits)
+        await run_in_threadpool(_check_disk, jobs, len(upload.source) + sum(len(d) for _, d in targets))
+        record = await run_in_threadpool(jobs.store.create, kind, upload.options.to_dict(), upload.source, targets)
+    jobs.runner.submit(record.id)
+    view = job_view(request, record, jobs)
+    return JSONResponse(view, status_code=202, headers={"Location": f"/v1/jobs/{record.id}"})
+
+
+@jobs_api.get("/{job_id}", summary="A job's state, progress (%, frames/s, ETA) and per-item errors",
+              responses=_ERRORS)
+async def get_job(request: Request, job_id: str) -> dict[str, Any]:
+    jobs = _jobs(request)
+    # the database calls wait for a worker's write: off the event loop, so health checks never queue behind them
+    return await run_in_threadpool(lambda: job_view(request, _record(jobs, job_id), jobs))
+
+
+@jobs_api.get("/{job_id}/result", name="job_result", summary="The finished job's video, or a zip of its photos",
+              responses={200: {"content": {"application/zip": {}, "video/mp4": {}}}, **_ERRORS})
+async def job_result(request: Request, job_id: str) -> FileResponse:
+    jobs = _jobs(request)
+    record = _record(jobs, job_id)
+    if record.state is JobState.EXPIRED:
+        raise FacefuseError(ErrorCode.JOB_EXPIRED, "the job expired and its result was deleted",
+                            "start the job again", {"job_id": job_id})
+    path = jobs.store.result_path(record)
+    if record.state is not JobState.DONE or path is None:
+        raise FacefuseError(ErrorCode.JOB_NOT_DONE, f"the job is {record.state.value}, it has no result",
+                            "poll GET /v1/jobs/{id} until its state is 'done'" if record.state.value in
+                            ("queued", "running") else "see the job's 'error' and start it again",
+                            {"job_id": job_id, "state": record.state.value})
+    name = f"facefuse-{job_id[:12]}{path.suffix}"
+    inline = record.kind is JobKind.VIDEO  # plays in the page; a zip is a download
+    return FileResponse(path, media_type=_MEDIA[path.name], filename=name,
+                        content_disposition_type="inline" if inline else "attachment")
+
+
+@jobs_api.delete("/{job_id}", summary="Cancel a job and delete its files", responses=_ERRORS)
+async def delete_job(request: Request, job_id: str) -> dict[str, Any]:
+    jobs = _jobs(request)
+    record = _record(jobs, job_id)
+    before = await run_in_threadpool(jobs.runner.cancel, record.id)
+    return {"id": job_id, "state": JobState.CANCELLED.value if before in (JobState.QUEUED, JobState.RUNNING)
+            else "deleted", "was": before.value if before else None, "deleted_at": time.time()}

@@ -1,0 +1,323 @@
+"""Video decode and encode with PyAV (FFmpeg's libraries from the wheel; no system ffmpeg).
+
+What is kept from the input, and how:
+- resolution, frame timestamps (so variable frame rate survives: every output frame carries its input pts), the
+  rotation (display matrix), colour range, matrix, primaries and transfer;
+- the audio streams: their packets are copied byte for byte (only shifted in time when the clip is trimmed).
+
+Video is encoded in fixed-length segments, each by a fresh encoder (so each starts with a key frame and no frame
+refers across a segment boundary) without B-frames (decode order = presentation order, so each packet's
+timestamps can be set from the input frame it came from); the finished segments are then remuxed, without
+re-encoding, into the output next to the audio. The output is written to a temporary name and renamed, so a
+crash never leaves a truncated file under the requested name.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import queue
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+
+from ..errors import ErrorCode, FacefuseError
+from ..imageio import AI_LABEL_TEXT, IPTC_AI_SOURCE, XMP_LABEL
+
+AI_LABEL_VIDEO = "AI-generated video (face fusion by facefuse)"
+CONTAINERS = {".mp4": "mp4", ".mov": "mov", ".m4v": "mp4", ".mkv": "matroska"}
+CRF_CODECS = ("libx264", "libx265")  # the others take a fixed quantiser scale
+DECODE_QUEUE = 8  # decoded frames buffered ahead of the fusion thread
+
+
+@dataclass(frozen=True)
+class VideoInfo:
+    """What the output must keep of the input's video stream."""
+
+    width: int
+    height: int
+    time_base: Fraction
+    rate: Fraction  # average frame rate (only used to size segments and estimate counts)
+    frames: int  # the container's frame count, or an estimate from the duration
+    start_pts: int
+    rotation: int
+    pix_fmt: str
+    color_range: int
+    colorspace: int
+    color_primaries: int
+    color_trc: int
+    audio_streams: int
+
+
+def container_format(path: Path) -> str:
+    fmt = CONTAINERS.get(path.suffix.lower())
+    if fmt is None:
+        raise FacefuseError(ErrorCode.INVALID_OPTION, f"cannot write a video named '{path.name}'",
+                            f"name the output with one of: {', '.join(sorted(CONTAINERS))}", {"option": "output"})
+    return fmt
+
+
+def open_input(path: Path) -> av.container.InputContainer:
+    """The container with a video stream, or UNSUPPORTED_VIDEO / CORRUPT_VIDEO that says why not."""
+    if not path.is_file():
+        raise FacefuseError(ErrorCode.BAD_REQUEST, f"no video file at '{path.name}'", "check the path")
+    try:
+        container = av.open(str(path), metadata_errors="ignore")
+    except av.error.InvalidDataError as exc:
+        raise _not_video(path, exc) from None
+    except av.error.FFmpegError as exc:
+        raise FacefuseError(ErrorCode.CORRUPT_VIDEO, f"the video could not be opened ({_reason(exc)})",
+                            "re-export or re-download the video") from None
+    if not container.streams.video:
+        container.close()
+        raise FacefuseError(ErrorCode.UNSUPPORTED_VIDEO, "the file has no video stream",
+                            "send a video file (MP4, MOV, MKV, WebM…)")
+    return container
+
+
+def _not_video(path: Path, exc: Exception) -> FacefuseError:
+    head = path.read_bytes()[:12] if path.stat().st_size else b""
+    # an MP4/MOV whose index is missing or cut off is a damaged video, not an unknown format
+    if head[4:8] in (b"ftyp", b"mdat", b"moov", b"free", b"wide") or head[:4] == b"\x1a\x45\xdf\xa3":
+        return FacefuseError(ErrorCode.CORRUPT_VIDEO, f"the video is damaged or truncated ({_reason(exc)})",
+                             "re-export or re-download the video")
+    return FacefuseError(ErrorCode.UNSUPPORTED_VIDEO, "the data is not a video in a supported format",
+                         "send an MP4, MOV, MKV or WebM video")
+
+
+def _reason(exc: Exception) -> str:
+    """FFmpeg's reason without the file name (errors never name server paths)."""
+    return str(getattr(exc, "strerror", None) or type(exc).__name__)
+
+
+def probe(path: Path) -> VideoInfo:
+    with open_input(path) as container:
+        stream = container.streams.video[0]
+        first = next(_decoded(container, stream), None)
+        if first is None:
+            raise FacefuseError(ErrorCode.CORRUPT_VIDEO, "the video has no frame that can be decoded",
+                                "re-export or re-download the video")
+        rate = stream.average_rate or stream.guessed_rate or Fraction(30)
+        frames = stream.frames
+        if not frames and stream.duration:
+            frames = int(stream.duration * stream.time_base * rate + 0.5)
+        ctx = stream.codec_context
+        return VideoInfo(
+            width=first.width, height=first.height, time_base=stream.time_base, rate=Fraction(rate),
+            frames=int(frames or 0), start_pts=int(first.pts or 0), rotation=round(first.rotation or 0),
+            pix_fmt=first.format.name, color_range=int(ctx.color_range), colorspace=int(ctx.colorspace),
+            color_primaries=int(ctx.color_primaries), color_trc=int(ctx.color_trc),
+            audio_streams=len(container.streams.audio))
+
+
+def _decoded(container: av.container.InputContainer, stream: av.VideoStream) -> Iterator[av.VideoFrame]:
+    try:
+        for frame in container.decode(stream):
+            if frame.pts is not None:
+                yield frame
+    except av.error.FFmpegError as exc:
+        raise FacefuseError(ErrorCode.CORRUPT_VIDEO, f"the video is damaged ({_reason(exc)})",
+                            "re-export or re-download the video") from None
+
+
+def read_frames(path: Path, after_pts: int | None, end_pts: int | None, seek_pts: int | None,
+                stop: threading.Event) -> Iterator[av.VideoFrame]:
+    """Decoded frames with ``after_pts`` < pts < ``end_pts``, decoded on a thread of their own.
+
+    ``seek_pts`` jumps to the key frame before that time first (resume, ``start``). Decoding runs ahead by a few
+    frames so it overlaps the fusion; ``stop`` ends the decoder thread early.
+    """
+    frames: queue.Queue[av.VideoFrame | FacefuseError | None] = queue.Queue(DECODE_QUEUE)
+
+    def put(item: av.VideoFrame | FacefuseError | None) -> bool:
+        while not stop.is_set():
+            try:
+                frames.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def decode() -> None:
+        try:
+            with open_input(path) as container:
+                stream = container.streams.video[0]
+                stream.thread_type = "AUTO"
+                if seek_pts is not None:
+                    container.seek(seek_pts, stream=stream, backward=True)
+                for frame in _decoded(container, stream):
+                    if after_pts is not None and frame.pts <= after_pts:
+                        continue
+                    if end_pts is not None and frame.pts >= end_pts:
+                        break
+                    if not put(frame):
+                        return
+        except FacefuseError as exc:
+            put(exc)
+            return
+        put(None)
+
+    thread = threading.Thread(target=decode, name="facefuse-video-decode", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = frames.get()
+            if item is None:
+                return
+            if isinstance(item, FacefuseError):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        thread.join()
+
+
+def to_rgb(frame: av.VideoFrame) -> np.ndarray:
+    """RGB pixels, converted with the frame's own colour matrix and range."""
+    return frame.to_ndarray(format="rgb24", src_colorspace=frame.colorspace or None,
+                            src_color_range=frame.color_range or None)
+
+
+class SegmentEncoder:
+    """One segment: a fresh encoder (key frame first, no B-frames) into its own small file."""
+
+    def __init__(self, path: Path, info: VideoInfo, codec: str, crf: float | None, bitrate: int | None,
+                 preset: str) -> None:
+        self.info = info
+        self.container = av.open(str(path), "w", format="matroska")
+        stream = self.container.add_stream(codec, rate=info.rate)
+        stream.width, stream.height = info.width, info.height
+        supported = [f.name for f in (stream.codec.video_formats or [])]
+        stream.pix_fmt = info.pix_fmt if info.pix_fmt in supported else "yuv420p"
+        stream.time_base = info.time_base
+        ctx = stream.codec_context
+        ctx.time_base = info.time_base
+        ctx.max_b_frames = 0
+        ctx.color_range, ctx.colorspace = info.color_range, info.colorspace
+        ctx.color_primaries, ctx.color_trc = info.color_primaries, info.color_trc
+        options: dict[str, str] = {}
+        if bitrate:
+            ctx.bit_rate = bitrate
+        elif codec in CRF_CODECS:
+            options["crf"] = f"{crf:g}"
+        else:
+            ctx.qscale = True
+            ctx.global_quality = int((crf or 4) * 118)  # FF_QP2LAMBDA × q
+        if codec in CRF_CODECS:
+            options["preset"] = preset
+        if codec == "libx264":
+            options["x264-params"] = "bframes=0:scenecut=0"
+        elif codec == "libx265":
+            options["x265-params"] = "bframes=0:log-level=error"
+        ctx.options = options
+        self.stream = stream
+        self.frames = 0
+
+    def write(self, frame: av.VideoFrame | np.ndarray, pts: int) -> None:
+        if isinstance(frame, np.ndarray):
+            frame = av.VideoFrame.from_ndarray(frame, format="rgb24")
+        if frame.format.name != self.stream.pix_fmt:
+            frame = frame.reformat(format=self.stream.pix_fmt, dst_colorspace=self.info.colorspace or None,
+                                   dst_color_range=self.info.color_range or None)
+        frame.pts, frame.time_base = pts, self.info.time_base
+        for packet in self.stream.encode(frame):
+            self.container.mux(packet)
+        self.frames += 1
+
+    def close(self) -> None:
+        for packet in self.stream.encode(None):
+            self.container.mux(packet)
+        self.container.close()
+
+
+def label_metadata() -> dict[str, str]:
+    """Container tags saying the video is AI-generated (written always; the visible mark is separate)."""
+    return {"comment": AI_LABEL_VIDEO, "description": AI_LABEL_VIDEO, "ai_generated": "true",
+            "digital_source_type": IPTC_AI_SOURCE, "xmp": XMP_LABEL, "software": "facefuse",
+            "title": AI_LABEL_TEXT}
+
+
+def read_metadata(path: Path) -> dict[str, str]:
+    """Container-level tags of a video (the label check in tests and `facefuse video`)."""
+    with open_input(path) as container:
+        return dict(container.metadata)
+
+
+def assemble(output: Path, segments: list[tuple[Path, list[int]]], source: Path, info: VideoInfo,
+             start_pts: int | None, end_pts: int | None) -> None:
+    """Remux the encoded segments and the source's audio packets into ``output`` (via a temporary name).
+
+    Each video packet gets the pts of the input frame it encodes (segments hold no B-frames, so the n-th packet
+    is the n-th frame). When the clip is trimmed, video and audio move back by the same time, ``start_pts``.
+    """
+    fmt = container_format(output)
+    temporary = output.with_name(f".{output.name}.partial{output.suffix}")
+    shift = Fraction(start_pts or 0) * info.time_base  # seconds removed from the front
+    end_time = None if end_pts is None else Fraction(end_pts) * info.time_base
+    options = {"movflags": "use_metadata_tags"} if fmt in ("mp4", "mov") else {}
+    try:
+        with av.open(str(temporary), "w", format=fmt, options=options) as out:
+            out.metadata.update(label_metadata())
+            with av.open(str(segments[0][0])) as first:
+                video = out.add_stream_from_template(first.streams.video[0])
+            video.time_base = info.time_base
+            if info.rotation:
+                video.set_display_rotation(info.rotation)
+            with open_input(source) as audio_in:
+                audio = {s.index: out.add_stream_from_template(s) for s in audio_in.streams.audio}
+                packets = heapq.merge(_video_packets(video, segments, info, start_pts or 0),
+                                      _audio_packets(audio_in, audio, shift, end_time), key=lambda item: item[0])
+                for _, packet in packets:
+                    out.mux(packet)
+        os.replace(temporary, output)
+    except av.error.FFmpegError as exc:
+        raise FacefuseError(ErrorCode.UNSUPPORTED_VIDEO, f"the streams cannot be written as {output.suffix} "
+                            f"({_reason(exc)})", "choose another output container, e.g. .mkv") from None
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def _video_packets(video: av.VideoStream, segments: list[tuple[Path, list[int]]], info: VideoInfo,
+                   offset: int) -> Iterator[tuple[Fraction, av.Packet]]:
+    extradata = None
+    for path, pts_list in segments:
+        with av.open(str(path)) as segment:
+            stream = segment.streams.video[0]
+            if extradata is not None and stream.codec_context.extradata != extradata:
+                raise FacefuseError(ErrorCode.INTERNAL, f"segment {path.name} was encoded with other settings",
+                                    "delete the work folder and start again")
+            extradata = stream.codec_context.extradata
+            packets = [p for p in segment.demux(stream) if p.size]
+            if len(packets) != len(pts_list):
+                raise FacefuseError(ErrorCode.INTERNAL, f"segment {path.name} holds {len(packets)} packets for "
+                                    f"{len(pts_list)} frames", "delete the work folder and start again")
+            for i, packet in enumerate(packets):
+                packet.stream = video
+                packet.time_base = info.time_base
+                packet.pts = packet.dts = pts_list[i] - offset
+                if i + 1 < len(pts_list):
+                    packet.duration = pts_list[i + 1] - pts_list[i]
+                yield packet.pts * info.time_base, packet
+
+
+def _audio_packets(container: av.container.InputContainer, streams: dict[int, av.AudioStream], shift: Fraction,
+                   end_time: Fraction | None) -> Iterator[tuple[Fraction, av.Packet]]:
+    """The audio packets, untouched but for their timestamps when the clip is trimmed."""
+    if not streams:
+        return
+    for packet in container.demux(*(s for s in container.streams.audio if s.index in streams)):
+        if packet.dts is None or packet.pts is None:
+            continue
+        time = packet.pts * packet.time_base
+        if (shift and time < shift) or (end_time is not None and time >= end_time):
+            continue
+        offset = int(shift / packet.time_base)
+        packet.pts -= offset
+        packet.dts -= offset
+        packet.stream = streams[packet.stream.index]
+        yield time - shift, packet

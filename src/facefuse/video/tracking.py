@@ -1,0 +1,277 @@
+"""Face tracking through a clip: detect every n-th frame and at scene cuts, follow the faces in between.
+
+Between detections each face is followed by running FaceMesh on the region its previous mesh predicts
+(MediaPipe's own video recipe): one ~5 ms model run per face instead of a detector pass, and landmarks that do not
+jump when the detector's box does. FaceMesh's face-presence score says when a face was lost (occlusion, it left the
+frame). New detections are matched to followed faces by box overlap; a face seen again after it was lost or after a
+scene cut gets its old track id back when its signature (the shape of its 3-D mesh in a head-fixed frame plus the
+colour histogram of its skin) is close enough to the lost track's. The chosen face is locked to one track id, so
+the fusion stays on the same person through the shot, through short occlusions, and across a cut when that
+person is recognised in the new shot; when not (the signature is no face recognizer: people lit alike can look
+alike to it, and a tiny face in a wide shot says little), the choice is made again in the new shot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from ..analysis.analyzer import FaceAnalyzer
+from ..analysis.landmarks import five_points, roi_from_mesh
+from ..analysis.pose import face_axes, head_pose
+from ..analysis.quality import quality_issues
+from ..analysis.types import Face
+from ..config import QualityConfig
+from ..errors import ErrorCode
+from ..geometry.regions import FACE_OVAL, IDENTITY_POINTS
+from .options import VideoOptions
+from .smoothing import OneEuroFilter
+
+PRESENCE_MIN = 0.5  # FaceMesh face-presence below this: the face was lost
+IOU_MATCH = 0.3  # a detection and a followed face overlapping this much are the same face
+MISSED_DETECTIONS = 2  # a followed face no detection confirms this many times in a row is dropped
+LOST_MEMORY = 32  # lost tracks kept for re-identification
+REID_GEOMETRY = 0.12  # the most the normalised mesh shapes may differ for the same person
+REID_COLOUR = 0.75  # the least Bhattacharyya coefficient of skin-colour histograms for the same person
+SIGNATURE_WEIGHT = 0.2  # running average of a track's signature at each detection
+GATE_CODES = (ErrorCode.FACE_TOO_SMALL.value, ErrorCode.POSE_TOO_LARGE.value)
+GEOMETRY_POINTS = np.concatenate([FACE_OVAL, IDENTITY_POINTS])
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A cheap appearance descriptor: enough to tell the people of one clip apart, not a recognizer."""
+
+    geometry: np.ndarray  # unit-norm, head-fixed 2-D shape of the face oval and features
+    colour: np.ndarray | None  # normalised Lab histogram of the inner face (None for the source photo's role)
+
+    def geometry_distance(self, other: Signature) -> float:
+        return float(np.linalg.norm(self.geometry - other.geometry))
+
+    def matches(self, other: Signature) -> bool:
+        if self.geometry_distance(other) > REID_GEOMETRY:
+            return False
+        if self.colour is None or other.colour is None:
+            return True
+        return float(np.sum(np.sqrt(self.colour * other.colour))) >= REID_COLOUR
+
+    def blend(self, other: Signature, weight: float) -> Signature:
+        geometry = self.geometry + weight * (other.geometry - self.geometry)
+        colour = self.colour if self.colour is None or other.colour is None else \
+            self.colour + weight * (other.colour - self.colour)
+        return Signature(geometry / np.linalg.norm(geometry), colour)
+
+
+def signature(image: np.ndarray | None, mesh: np.ndarray) -> Signature:
+    centred = mesh - mesh.mean(0)
+    shape = (centred @ face_axes(mesh))[GEOMETRY_POINTS, :2]
+    shape -= shape.mean(0)
+    geometry = (shape / np.linalg.norm(shape)).ravel()
+    if image is None:
+        return Signature(geometry, None)
+    oval = mesh[FACE_OVAL, :2]
+    centre = oval.mean(0)
+    inner = ((oval - centre) * 0.7 + centre).astype(np.int32)
+    x0, y0 = np.maximum(inner.min(0), 0)
+    x1, y1 = np.minimum(inner.max(0) + 1, [image.shape[1], image.shape[0]])
+    if x1 - x0 < 4 or y1 - y0 < 4:
+        return Signature(geometry, None)
+    patch = image[y0:y1, x0:x1]
+    mask = np.zeros(patch.shape[:2], np.uint8)
+    cv2.fillPoly(mask, [inner - (x0, y0)], 1)
+    lab = cv2.cvtColor(patch, cv2.COLOR_RGB2Lab)
+    hist = cv2.calcHist([lab], [0, 1, 2], mask, [4, 8, 8], [0, 256, 0, 256, 0, 256]).ravel()
+    return Signature(geometry, hist / max(float(hist.sum()), 1.0))
+
+
+def mesh_box(mesh: np.ndarray) -> np.ndarray:
+    lo, hi = mesh[:, :2].min(0), mesh[:, :2].max(0)
+    return np.array([lo[0], lo[1], hi[0] - lo[0], hi[1] - lo[1]])
+
+
+def iou(a: np.ndarray, b: np.ndarray) -> float:
+    x0, y0 = max(a[0], b[0]), max(a[1], b[1])
+    x1, y1 = min(a[0] + a[2], b[0] + b[2]), min(a[1] + a[3], b[1] + b[3])
+    inter = max(0.0, x1 - x0) * max(0.0, y1 - y0)
+    union = a[2] * a[3] + b[2] * b[3] - inter
+    return float(inter / union) if union > 0 else 0.0
+
+
+class SceneCuts:
+    """A cut is a jump in the colour histogram of the whole (downscaled) frame between neighbours."""
+
+    def __init__(self, threshold: float) -> None:
+        self.threshold = threshold
+        self._previous: np.ndarray | None = None
+
+    def __call__(self, image: np.ndarray) -> bool:
+        small = cv2.cvtColor(cv2.resize(image, (96, 54), interpolation=cv2.INTER_AREA), cv2.COLOR_RGB2HSV)
+        hist = cv2.calcHist([small], [0, 1, 2], None, [12, 4, 4], [0, 180, 0, 256, 0, 256])
+        cv2.normalize(hist, hist, 1.0, 0.0, cv2.NORM_L1)
+        previous, self._previous = self._previous, hist
+        return previous is not None and cv2.compareHist(previous, hist, cv2.HISTCMP_BHATTACHARYYA) > self.threshold
+
+
+@dataclass
+class Track:
+    id: int
+    mesh: np.ndarray  # the latest raw mesh (the next frame's region comes from it)
+    signature: Signature
+    smoother: OneEuroFilter | None
+    active: bool = True
+    unconfirmed: int = 0  # detection rounds in a row that did not see this face
+    shot: int = 0  # the scene (count of cuts before it) the face was last seen in
+
+
+@dataclass(frozen=True)
+class TrackedFace:
+    track_id: int
+    face: Face  # smoothed landmarks; ``issues`` holds the size and pose gate's verdict
+
+
+class FaceTracker:
+    """Follows every face of a clip frame by frame and keeps the chosen one locked to one track id."""
+
+    def __init__(self, analyzer: FaceAnalyzer, options: VideoOptions, quality: QualityConfig,
+                 choice: str | int, source: Signature | None = None) -> None:
+        self.analyzer = analyzer
+        self.options = options
+        self.quality = quality
+        self.choice = choice
+        self.source = source
+        self.cuts = SceneCuts(options.scene_cut)
+        self.tracks: list[Track] = []
+        self.next_id = 0
+        self.locked: int | None = None
+        self._since_detection = options.every_n  # detect on the first frame
+        self.detections = 0
+        self.scene_cuts = 0
+        self.relocks = 0
+        self._new_shot = False
+
+    # --- state carried over a resume ---------------------------------------------------------------------------
+    def state(self) -> dict:
+        locked = next((t for t in self.tracks if t.id == self.locked), None)
+        return {"next_id": self.next_id, "locked": self.locked,
+                "locked_signature": None if locked is None else {
+                    "geometry": locked.signature.geometry.tolist(),
+                    "colour": None if locked.signature.colour is None else locked.signature.colour.tolist()}}
+
+    def restore(self, state: dict) -> None:
+        self.next_id = int(state.get("next_id", 0))
+        self.locked = state.get("locked")
+        sig = state.get("locked_signature")
+        if self.locked is not None and sig:
+            colour = None if sig["colour"] is None else np.asarray(sig["colour"])
+            self.tracks.append(Track(int(self.locked), np.zeros((468, 3)),
+                                     Signature(np.asarray(sig["geometry"]), colour), None, active=False))
+
+    # --- per frame -------------------------------------------------------------------------------------------------
+    def step(self, image: np.ndarray, time: float) -> list[TrackedFace]:
+        """Every followed face in this frame (``time`` in seconds, for the smoothing)."""
+        if self.cuts(image):
+            self.scene_cuts += 1
+            for track in self.tracks:
+                track.active = False
+            self._since_detection = self.options.every_n
+            self._new_shot = True
+        self._follow(image)
+        self._since_detection += 1
+        if self._since_detection >= self.options.every_n:
+            self._since_detection = 0
+            self._detect(image)
+        return [self._tracked(track, time) for track in self.tracks if track.active]
+
+    def chosen(self, faces: list[TrackedFace]) -> list[TrackedFace]:
+        """The faces to fuse in this frame: every accepted one for "all", else the locked person's, if visible."""
+        accepted = [f for f in faces if f.face.accepted]
+        if self.choice == "all":
+            return accepted
+        if self._new_shot and accepted:
+            # the first frame after a cut with a usable face: when the locked person was not recognised in the new
+            # shot, the choice is made again there rather than leaving the whole shot unfused
+            self._new_shot = False
+            if self.locked is not None and all(f.track_id != self.locked for f in faces):
+                self.locked = None
+                self.relocks += 1
+        if self.locked is None and accepted:
+            self.locked = self._pick(faces, accepted)
+        return [f for f in accepted if f.track_id == self.locked]
+
+    def _pick(self, faces: list[TrackedFace], accepted: list[TrackedFace]) -> int | None:
+        if self.choice == "largest":
+            return max(accepted, key=lambda f: f.face.area).track_id
+        if self.choice == "by_source":
+            assert self.source is not None
+            sigs = {t.id: t.signature for t in self.tracks}
+            return min(accepted, key=lambda f: self.source.geometry_distance(sigs[f.track_id])).track_id
+        ordered = sorted(faces, key=lambda f: f.face.box[0] + f.face.box[2] / 2)
+        if isinstance(self.choice, int) and self.choice < len(ordered):
+            return ordered[self.choice].track_id
+        return None
+
+    def _follow(self, image: np.ndarray) -> None:
+        active = [t for t in self.tracks if t.active]
+        if not active:
+            return
+        for track, (mesh, presence) in zip(active, self.analyzer.mesh.run(image, [roi_from_mesh(t.mesh)
+                                                                                  for t in active])):
+            if presence < PRESENCE_MIN:
+                track.active = False
+            else:
+                track.mesh, track.shot = mesh, self.scene_cuts
+
+    def _detect(self, image: np.ndarray) -> None:
+        self.detections += 1
+        faces = [f for f in self.analyzer.analyze(image).faces
+                 if f.landmarks is not None and f.score >= self.quality.min_score]
+        active = [t for t in self.tracks if t.active]
+        pairs = sorted(((iou(f.box, mesh_box(t.mesh)), i, t.id) for i, f in enumerate(faces) for t in active),
+                       reverse=True)
+        matched_faces: set[int] = set()
+        matched_tracks: set[int] = set()
+        for overlap, i, track_id in pairs:
+            if overlap < IOU_MATCH or i in matched_faces or track_id in matched_tracks:
+                continue
+            matched_faces.add(i)
+            matched_tracks.add(track_id)
+            track = next(t for t in active if t.id == track_id)
+            track.unconfirmed = 0
+            track.signature = track.signature.blend(signature(image, track.mesh), SIGNATURE_WEIGHT)
+        for track in active:
+            if track.id not in matched_tracks:
+                track.unconfirmed += 1
+                track.active = track.unconfirmed < MISSED_DETECTIONS
+        for i, face in enumerate(faces):
+            if i not in matched_faces:
+                self._start(image, face)
+        lost = [t for t in self.tracks if not t.active]
+        self.tracks = [t for t in self.tracks if t.active] + lost[-LOST_MEMORY:]
+
+    def _start(self, image: np.ndarray, face: Face) -> None:
+        """A newly detected face: the lost track it matches best comes back, else a new track starts."""
+        assert face.landmarks is not None
+        sig = signature(image, face.landmarks)
+        # a face lost in this very shot (an occlusion, a turn away) and found again where it was is the same
+        # person whatever its signature says; otherwise the signature decides
+        candidates = [t for t in self.tracks if not t.active and (
+            t.signature.matches(sig) or (t.shot == self.scene_cuts and iou(face.box, mesh_box(t.mesh)) >= IOU_MATCH))]
+        smoother = OneEuroFilter(self.options.landmark_min_cutoff,
+                                 self.options.landmark_beta / max(float(face.box[2]), 1.0)) \
+            if self.options.smoothing else None
+        if candidates:
+            track = min(candidates, key=lambda t: t.signature.geometry_distance(sig))
+            track.mesh, track.smoother, track.active, track.unconfirmed = face.landmarks, smoother, True, 0
+            track.shot = self.scene_cuts
+            track.signature = track.signature.blend(sig, SIGNATURE_WEIGHT)
+            return
+        self.tracks.append(Track(self.next_id, face.landmarks, sig, smoother, shot=self.scene_cuts))
+        self.next_id += 1
+
+    def _tracked(self, track: Track, time: float) -> TrackedFace:
+        mesh = track.smoother(track.mesh, time) if track.smoother is not None else track.mesh
+        face = Face(box=mesh_box(mesh), score=1.0, keypoints=five_points(mesh), landmarks=mesh, pose=head_pose(mesh))
+        face.issues = [i for i in quality_issues(face, self.quality) if i.code in GATE_CODES]
+        return TrackedFace(track.id, face)

@@ -1,0 +1,108 @@
+"""A server killed with ``kill -9`` in the middle of a job resumes it when started again on the same folder.
+
+The service runs as a real ``facefuse serve`` process (a thread could not be killed like that). Between the kill
+and the restart the job's database and folder are read directly, to see exactly what the dead process left.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import av
+import httpx
+from job_helpers import make_clip, submit, wait_for
+from PIL import Image
+from serve_helpers import free_port
+
+from facefuse.imageio import read_label
+from facefuse.jobs import JobState, JobStore
+
+
+@contextmanager
+def serve_process(store_config, jobs_dir: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    port = free_port()
+    env = {**os.environ, "FACEFUSE_PORT": str(port), "FACEFUSE_JOBS_DIR": str(jobs_dir),
+           "FACEFUSE_HOME": str(store_config.home), "FACEFUSE_MODEL_MIRROR": str(store_config.mirror),
+           "FACEFUSE_ANALYSIS_CACHE_MB": "0", "FACEFUSE_WORKERS": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "facefuse", "serve"], env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        end = time.monotonic() + 120
+        while time.monotonic() < end:
+            assert process.poll() is None, "facefuse serve exited during start-up"
+            try:
+                if httpx.get(url + "/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        yield process, url
+    finally:
+        if process.poll() is None:
+            process.terminate()
+        process.wait(timeout=60)
+
+
+def test_job_killed_mid_run_resumes_on_restart(store_config, faces_dir: Path, tmp_path: Path):
+    rec = faces_dir / "face_recognition"
+    targets = [rec / "obama-480p.jpg", rec / "obama2.jpg", rec / "biden.jpg", rec / "obama_small.jpg"] * 5
+    with serve_process(store_config, tmp_path) as (process, url):
+        job_id = submit(url, rec / "obama.jpg", targets).json()["id"]
+        wait_for(url, job_id, lambda j: j["progress"]["frames_done"] >= 2)
+        process.kill()  # SIGKILL: no shutdown handler runs
+        process.wait(timeout=30)
+
+    store = JobStore(tmp_path, retention_s=3600)
+    left = store.get(job_id)
+    assert left is not None and left.state is JobState.RUNNING
+    before = {item.index: item.finished for item in store.items(job_id) if item.state == "done"}
+    assert 2 <= len(before) < len(targets), "the job must have been killed part-way"
+    assert not (tmp_path / job_id / "result.zip").exists()
+    store.close()
+
+    with serve_process(store_config, tmp_path) as (_, url):
+        job = wait_for(url, job_id)
+        assert job["state"] == "done", job
+        assert job["progress"]["frames_done"] == len(targets) and job["errors"] == []
+        result = httpx.get(url + job["result_url"], timeout=60)
+        assert result.status_code == 200
+
+    archive = zipfile.ZipFile(io.BytesIO(result.content))
+    assert archive.testzip() is None  # every member's CRC checks: nothing truncated
+    assert len(archive.namelist()) == len(targets)
+    for name, target in zip(archive.namelist(), targets):
+        data = archive.read(name)
+        assert read_label(data) and Image.open(io.BytesIO(data)).size == Image.open(target).size
+    store = JobStore(tmp_path, retention_s=3600)
+    after = {item.index: item.finished for item in store.items(job_id)}
+    assert all(after[index] == finished for index, finished in before.items())  # finished items were not redone
+    assert not list((tmp_path / job_id).rglob(".part-*"))  # what the killed process was writing is gone
+    store.close()
+
+
+def test_video_job_killed_mid_run_continues_from_its_last_segment(store_config, faces_dir: Path, tmp_path: Path):
+    clip = make_clip(tmp_path / "clip.mp4", faces_dir, frames=60, fps=10)
+    jobs_dir = tmp_path / "jobs"
+    with serve_process(store_config, jobs_dir) as (process, url):
+        job_id = submit(url, faces_dir / "face_recognition/biden.jpg", [clip]).json()["id"]
+        wait_for(url, job_id, lambda j: j["progress"]["frames_done"] >= 25)  # past the first 2 s segment
+        process.kill()
+        process.wait(timeout=30)
+    assert not (jobs_dir / job_id / "result.mp4").exists()
+
+    with serve_process(store_config, jobs_dir) as (_, url):
+        job = wait_for(url, job_id)
+        assert job["state"] == "done", job
+        resumed = [w for w in job["warnings"] if w.startswith("resumed from frame")]
+        assert resumed and int(resumed[0].split()[3]) >= 20, job["warnings"]  # finished segments were kept
+        result = httpx.get(url + job["result_url"], timeout=60)
+    with av.open(io.BytesIO(result.content)) as output:
+        assert sum(1 for _ in output.decode(video=0)) == 60  # whole, not truncated, no frame twice

@@ -1,0 +1,215 @@
+"""Video fusion end to end on real encodes: stream properties, audio bit-exact, pass-through frames, tracking across
+cuts, resume after a killed process, cancel, damaged and face-less videos, the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+from video_clips import audio_packets, blank, read_video, story, write_clip
+
+from facefuse.errors import ErrorCode, FacefuseError
+from facefuse.fusion.engine import FusionOptions
+from facefuse.video import VideoOptions, VideoProgress, fuse_video
+from facefuse.video.io import read_metadata
+from facefuse.video.tracking import FaceTracker
+
+REPO = Path(__file__).resolve().parents[1]
+SOURCE_NAME = "biden.jpg"
+
+
+@pytest.fixture(scope="module")
+def frames(faces_dir: Path) -> list[np.ndarray]:
+    return story(faces_dir, frames_per_shot=9)
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory: pytest.TempPathFactory, frames: list[np.ndarray]) -> Path:
+    """Variable frame rate, rotation metadata, an AAC track."""
+    path = tmp_path_factory.mktemp("clips") / "story.mp4"
+    write_clip(path, frames, rotation=90, vfr=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def source(faces_dir: Path) -> Path:
+    return faces_dir / "face_recognition" / SOURCE_NAME
+
+
+def test_round_trip_keeps_timing_size_rotation_colour_audio_and_labels(fuser, clip, source, tmp_path):
+    output = tmp_path / "out.mp4"
+    reports: list[VideoProgress] = []
+    result = fuse_video(source, clip, output, fuser=fuser, progress=reports.append)
+    _, pts_in = read_video(clip)
+    _, pts_out = read_video(output)
+    assert pts_out == pts_in  # every frame, at its own (variable) time
+    with av.open(str(clip)) as a, av.open(str(output)) as b:
+        va, vb = a.streams.video[0], b.streams.video[0]
+        assert (vb.width, vb.height) == (va.width, va.height)
+        assert vb.codec_context.color_range == va.codec_context.color_range
+        assert next(b.decode(vb)).rotation == next(a.decode(va)).rotation == 90
+    assert audio_packets(output) == audio_packets(clip) and audio_packets(clip)
+    assert result.frames == len(pts_in)
+    # two Obama shots and one Biden shot are fused; the face-less frames are not
+    assert 0.5 * result.frames < result.frames_fused < result.frames
+    labels = read_metadata(output)
+    assert "AI-generated" in labels["comment"] and labels["ai_generated"] == "true"
+    assert "trainedAlgorithmicMedia" in labels["xmp"]
+    assert reports and reports[-1].frames_done == result.frames == reports[-1].frames_total
+
+
+def test_frames_without_a_face_pass_through_unchanged(fuser, faces_dir, source, tmp_path):
+    """With the visible mark off and lossless encoding, frames with no face decode to the input's exact bytes."""
+    obama = story(faces_dir, frames_per_shot=4)[:4]
+    frames = [blank((320, 180), 70 + 5 * i) for i in range(4)] + [f[::2, ::2].copy() for f in obama]
+    clip = tmp_path / "mixed.mp4"
+    write_clip(clip, frames, audio=False, crf=0)
+    output = tmp_path / "out.mkv"
+    result = fuse_video(source, clip, output, FusionOptions(visible_label=False), VideoOptions(crf=0), fuser=fuser)
+    planes_in, _ = read_video(clip)
+    planes_out, _ = read_video(output)
+    assert result.frames_fused == 4
+    for i in range(4):
+        assert np.array_equal(planes_in[i], planes_out[i])
+    assert all(not np.array_equal(planes_in[i], planes_out[i]) for i in range(4, 8))
+
+
+def test_tracking_keeps_the_person_across_a_cut_and_a_new_person_gets_a_new_id(fuser, frames):
+    tracker = FaceTracker(fuser.analyzer, VideoOptions(every_n=5), fuser.config.analysis.quality, "largest")
+    ids = []
+    for i, frame in enumerate(frames):
+        faces = tracker.step(frame, i / 15)
+        ids.append(sorted(f.track_id for f in faces))
+    shot = 9
+    obama1, obama2 = ids[:shot], ids[shot:2 * shot]
+    empty = ids[2 * shot:2 * shot + 3]
+    biden = ids[2 * shot + 3:]
+    assert tracker.scene_cuts >= 2
+    assert all(f == [0] for f in obama1 + obama2)  # the same id through a pan, a zoom, a turn and a cut
+    assert all(f == [] for f in empty)
+    assert all(f and f[0] != 0 for f in biden)
+
+
+def test_killed_run_resumes_from_its_last_segment(fuser, clip, source, tmp_path):
+    workdir, output = tmp_path / "work", tmp_path / "out.mp4"
+    script = ("import sys; from pathlib import Path; from facefuse.video import VideoOptions, fuse_video; "
+              "fuse_video(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), "
+              "video=VideoOptions(segment_s=0.5), workdir=Path(sys.argv[4]))")
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    child = subprocess.Popen([sys.executable, "-c", script, str(source), str(clip), str(output), str(workdir)],
+                             env=env, stderr=subprocess.PIPE)
+    checkpoint = workdir / "checkpoint.json"
+    while child.poll() is None:  # kill it as soon as its first segment is safely written
+        if checkpoint.exists() and json.loads(checkpoint.read_text())["segments"]:
+            child.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.05)
+    child.wait()
+    assert child.returncode == -signal.SIGKILL, child.stderr.read().decode() if child.stderr else ""
+    assert not output.exists()
+    done_before = sum(len(s["pts"]) for s in json.loads(checkpoint.read_text())["segments"])
+    result = fuse_video(source, clip, output, video=VideoOptions(segment_s=0.5), fuser=fuser, workdir=workdir)
+    assert result.resumed_from_frame == done_before > 0
+    assert read_video(output)[1] == read_video(clip)[1]
+    assert audio_packets(output) == audio_packets(clip)
+    again = fuse_video(source, clip, output, video=VideoOptions(segment_s=0.5), fuser=fuser, workdir=workdir)
+    assert again.frames == result.frames and again.resumed_from_frame == result.frames  # finished: nothing redone
+
+
+def test_cancel_stops_with_a_code_and_the_work_folder_resumes(fuser, clip, source, tmp_path):
+    cancel = threading.Event()
+    workdir, output = tmp_path / "work", tmp_path / "out.mp4"
+
+    def progress(report: VideoProgress) -> None:
+        if report.frames_done >= 12:
+            cancel.set()
+
+    with pytest.raises(FacefuseError) as caught:
+        fuse_video(source, clip, output, video=VideoOptions(segment_s=0.5), fuser=fuser, progress=progress,
+                   cancel=cancel, workdir=workdir)
+    assert caught.value.code is ErrorCode.CANCELLED and caught.value.http_status == 499
+    assert not output.exists()
+    result = fuse_video(source, clip, output, video=VideoOptions(segment_s=0.5), fuser=fuser, workdir=workdir)
+    assert result.resumed_from_frame > 0 and read_video(output)[1] == read_video(clip)[1]
+
+
+def test_trim_moves_video_and_audio_together(fuser, clip, source, tmp_path):
+    output = tmp_path / "cut.mp4"
+    result = fuse_video(source, clip, output, video=VideoOptions(start=1.0, end=2.0), fuser=fuser)
+    _, pts = read_video(output)
+    assert result.frames == len(pts) and 0 < len(pts) < len(read_video(clip)[1])
+    with av.open(str(output)) as container:
+        first_audio = next(p for p in container.demux(container.streams.audio[0]) if p.size)
+        assert abs(float(first_audio.pts * first_audio.time_base)) < 0.1
+        assert container.duration / 1e6 < 1.3
+
+
+def test_video_without_a_face_is_a_result_with_a_warning(fuser, source, tmp_path):
+    clip = tmp_path / "empty.mp4"
+    write_clip(clip, [blank((320, 180), 60 + 10 * i) for i in range(6)])
+    result = fuse_video(source, clip, tmp_path / "out.mp4", fuser=fuser)
+    assert result.frames == 6 and result.frames_fused == 0
+    assert any("no frame" in w for w in result.warnings)
+    assert audio_packets(tmp_path / "out.mp4") == audio_packets(clip)
+
+
+def test_damaged_and_foreign_files_get_clear_codes(fuser, clip, source, tmp_path):
+    truncated = tmp_path / "cut.mp4"
+    truncated.write_bytes(clip.read_bytes()[: clip.stat().st_size // 2])
+    foreign = tmp_path / "notes.mp4"
+    foreign.write_bytes(b"these are not the frames you are looking for" * 100)
+    expected = {truncated: ErrorCode.CORRUPT_VIDEO, foreign: ErrorCode.UNSUPPORTED_VIDEO}
+    for path, code in expected.items():
+        with pytest.raises(FacefuseError) as caught:
+            fuse_video(source, path, tmp_path / "out.mp4", fuser=fuser)
+        assert caught.value.code is code
+    with pytest.raises(FacefuseError) as caught:
+        fuse_video(source, clip, tmp_path / "out.avi", fuser=fuser)
+    assert caught.value.code is ErrorCode.INVALID_OPTION
+    with pytest.raises(FacefuseError) as caught:
+        VideoOptions(start=3, end=2)
+    assert caught.value.details["option"] == "end"
+
+
+def test_cli_on_the_real_clip_and_on_a_damaged_one(source, tmp_path, store_config):
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "FACEFUSE_HOME": str(store_config.home),
+           "FACEFUSE_MODEL_MIRROR": str(store_config.mirror)}
+    real = REPO.parent / "shared" / "video" / "short_hamilton_clip.mp4"
+    if not real.exists():
+        pytest.fail(f"test data missing: {real}", pytrace=False)
+    output = tmp_path / "out.mp4"
+    run = subprocess.run([sys.executable, "-m", "facefuse.cli", "video", "--source", str(source), "--target",
+                          str(real), "--output", str(output), "--end", "1", "--json"], env=env, capture_output=True,
+                         text=True, check=False)
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert report["frames"] == len(read_video(output)[1]) >= 25
+    assert audio_packets(output)
+    broken = tmp_path / "broken.mp4"
+    broken.write_bytes(real.read_bytes()[:5000])
+    run = subprocess.run([sys.executable, "-m", "facefuse.cli", "video", "--source", str(source), "--target",
+                          str(broken), "--output", str(output)], env=env, capture_output=True, text=True, check=False)
+    assert run.returncode == 3 and run.stderr.startswith("error: CORRUPT_VIDEO") and "Traceback" not in run.stderr
+
+
+def test_tracking_keeps_the_id_through_a_short_occlusion(fuser, faces_dir):
+    from video_clips import OBAMA_720P, camera, load
+
+    photo = load(faces_dir / "face_recognition" / "obama-720p.jpg")
+    frames = [camera(photo, (640, 360), i / 14, OBAMA_720P, pan=0.1) for i in range(15)]
+    for frame in frames[5:9]:  # a hand (a flat grey card) over the face for four frames
+        frame[90:270, 250:390] = 128
+    tracker = FaceTracker(fuser.analyzer, VideoOptions(every_n=3), fuser.config.analysis.quality, "largest")
+    ids = [sorted(f.track_id for f in tracker.step(frame, i / 15)) for i, frame in enumerate(frames)]
+    assert ids[0] == [0] and ids[-1] == [0], ids
+    assert all(i == [] for i in ids[5:9])  # really lost while covered, then found again as the same track
+    assert tracker.next_id == 1  # no second person was ever started

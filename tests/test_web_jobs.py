@@ -1,0 +1,131 @@
+"""The web page's batch / video section in a real browser (Playwright + Debian's Chromium, a real server)."""
+
+from __future__ import annotations
+
+import io
+import re
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from job_helpers import make_clip
+from serve_helpers import LiveServer
+from test_web_page import ARTIFACTS, browser, open_page  # noqa: F401  (browser is a fixture)
+
+from facefuse.config import StoreConfig
+from facefuse.imageio import read_label
+
+KEY = "page-key"
+
+
+@pytest.fixture(scope="module")
+def server(store_config: StoreConfig, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    with LiveServer(store_config, jobs_dir=tmp_path_factory.mktemp("web-jobs"), api_key=KEY) as live:
+        yield live
+
+
+def test_photo_batch_from_the_page(browser, server, faces_dir: Path):  # noqa: F811
+    rec = faces_dir / "face_recognition"
+    context, page, problems = open_page(browser, server, viewport={"width": 1280, "height": 900})
+    try:
+        page.locator("#settings summary").click()  # the server asks for a key: a user types it in the settings
+        page.locator("#api-key").fill(KEY)
+        page.set_input_files("#source-file", str(rec / "obama.jpg"))
+        assert page.locator("#jobs-start").is_disabled()  # nothing chosen to fuse into yet
+        page.set_input_files("#jobs-files", [str(rec / "biden.jpg"), str(rec / "obama2.jpg"),
+                                             str(faces_dir / "insightface/inspireface/bulk/view.jpg")])
+        assert page.locator("#jobs-chosen").inner_text() == "3 files chosen"
+        page.locator("#jobs-start").click()
+        page.locator("#jobs-download").wait_for(state="visible")
+        assert page.locator("#jobs-text").inner_text() == "Done: 2 of 3 photos fused."
+        assert page.evaluate("() => document.getElementById('jobs-progress').value") == 100
+        assert page.locator("#jobs-failures li").inner_text() == "view.jpg: No face found in the target photo"
+        assert not page.locator("#jobs-video").is_visible()  # photos give a zip, not a video
+        with page.expect_download() as download:
+            page.locator("#jobs-download").click()
+        archive = zipfile.ZipFile(io.BytesIO(Path(download.value.path()).read_bytes()))
+        photos = [name for name in archive.namelist() if name.endswith(".jpg")]
+        assert photos == ["0001-biden.jpg", "0002-obama2.jpg"]
+        assert all(read_label(archive.read(name)) for name in photos)
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.locator("#jobs").screenshot(path=str(ARTIFACTS / "web-jobs-photos.png"))
+        assert problems == []
+    finally:
+        context.close()
+
+
+def test_page_asks_for_the_api_key_and_the_source(browser, server, faces_dir: Path):  # noqa: F811
+    rec = faces_dir / "face_recognition"
+    context, page, problems = open_page(browser, server, viewport={"width": 390, "height": 844}, is_mobile=True)
+    try:
+        page.set_input_files("#source-file", str(rec / "obama.jpg"))
+        page.set_input_files("#jobs-files", str(rec / "biden.jpg"))
+        page.locator("#jobs-start").click()
+        page.locator("#jobs-error").wait_for(state="visible")
+        assert page.locator("#jobs-error-message").inner_text() == "This server needs an API key."
+        assert page.locator("#settings").get_attribute("open") is not None
+        overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0  # the section fits a phone
+        assert problems == []
+    finally:
+        context.close()
+
+
+def test_video_job_plays_in_the_page(browser, server, faces_dir: Path, tmp_path: Path):  # noqa: F811
+    rec = faces_dir / "face_recognition"
+    clip = make_clip(tmp_path / "clip.mp4", faces_dir, frames=40, fps=20)
+    context, page, problems = open_page(browser, server, viewport={"width": 1280, "height": 900})
+    try:
+        page.evaluate("key => sessionStorage.setItem('facefuse-api-key', key)", KEY)
+        page.reload()  # the page keeps the key for the tab, as after a user typed it once
+        page.set_input_files("#source-file", str(rec / "biden.jpg"))
+        page.set_input_files("#jobs-files", str(clip))
+        assert page.locator("#jobs-chosen").inner_text() == "Video: clip.mp4"
+        page.evaluate("""() => { window.shown = [];  // every progress line the page showed
+            new MutationObserver(() => window.shown.push(document.getElementById('jobs-text').textContent))
+                .observe(document.getElementById('jobs-text'), { childList: true, characterData: true, subtree: true });
+        }""")
+        page.locator("#jobs-start").click()
+        page.locator("#jobs-status").wait_for(state="visible")
+        page.locator("#jobs-video").wait_for(state="visible")
+        assert page.locator("#jobs-text").inner_text() == "Done."
+        running = [line for line in page.evaluate("() => window.shown") if "frames/s" in line]
+        assert running and re.fullmatch(r"\d+ % · \d+ / 40 frames · [\d.]+ frames/s( · about \d+ s left)?",
+                                        running[0]), running
+        assert page.locator("#jobs-download").inner_text() == "Download the video"
+        page.wait_for_function("() => document.getElementById('jobs-video').readyState >= 2")  # decodable frames
+        size = page.evaluate("() => { const v = document.getElementById('jobs-video');"
+                             " return [v.videoWidth, v.videoHeight, Math.round(v.duration * 10) / 10]; }")
+        assert size == [480, 360, 2.0]  # 40 frames at 20 fps
+        page.evaluate("() => document.getElementById('jobs-video').play()")
+        page.wait_for_function("() => document.getElementById('jobs-video').currentTime > 0.3")  # it plays
+        page.locator("#jobs").screenshot(path=str(ARTIFACTS / "web-jobs-video.png"))
+        assert problems == []
+    finally:
+        context.close()
+
+
+def test_cancel_from_the_page_stops_the_job(browser, server, faces_dir: Path, tmp_path: Path):  # noqa: F811
+    clip = make_clip(tmp_path / "long.mp4", faces_dir, frames=120, fps=20, audio=False)
+    context, page, problems = open_page(browser, server, viewport={"width": 1280, "height": 900})
+    try:
+        page.evaluate("key => sessionStorage.setItem('facefuse-api-key', key)", KEY)
+        page.reload()
+        page.set_input_files("#source-file", str(faces_dir / "face_recognition/biden.jpg"))
+        page.set_input_files("#jobs-files", str(clip))
+        page.locator("#jobs-start").click()
+        page.wait_for_function("() => document.getElementById('jobs-text').textContent.includes('frames/s')")
+        folder = server.settings.jobs_dir / page.evaluate("() => jobs.id")  # the job the page is following
+        assert folder.is_dir()
+        page.locator("#jobs-cancel").click()
+        page.wait_for_function("() => document.getElementById('jobs-text').textContent === 'Cancelled'")
+        assert not page.locator("#jobs-cancel").is_visible() and not page.locator("#jobs-start").is_disabled()
+        for _ in range(100):  # the worker stops at its next frame, then the folder goes
+            if not folder.exists():
+                break
+            page.wait_for_timeout(100)
+        assert not folder.exists()  # the cancelled job's upload and partial output are deleted
+        assert problems == []
+    finally:
+        context.close()
