@@ -8,7 +8,7 @@ PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c re
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: install models run test test-data browser bench lint clean
+.PHONY: install models run test test-data browser bench lint clean train-restorer train-segmenter
 
 install: $(VENV)/.installed models
 
@@ -51,3 +51,14 @@ bench: install $(VENV)/.test-installed test-data
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache artifacts .test-data
+
+# Our own face restorer (needs the 'train' extra; resumes from artifacts/restorer). See README "Face restorer".
+train-restorer: $(VENV)/.installed
+	$(PIP) -e '.[train]'
+	$(BIN)/facefuse train restorer --out artifacts/restorer
+
+# Our own face segmenter (needs the 'train' extra; label cache in .cache/segmenter, run resumes from
+# artifacts/segmenter). Ship the result with `facefuse train segmenter --until ship`. See README "Face segmenter".
+train-segmenter: $(VENV)/.installed
+	$(PIP) -e '.[train]'
+	$(BIN)/facefuse train segmenter --out artifacts/segmenter

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from common import REPO, RESULTS
 
-ORDER = ["analysis", "quality", "fusion_speed", "load", "load_ray", "optimize", "engines_cost", "video", "jobs"]
+ORDER = ["analysis", "quality", "naturalness", "fusion_speed", "load", "load_ray", "optimize", "engines_cost",
+         "segmenter", "video", "jobs"]
 
 HEADER = """# Benchmarks
 

@@ -316,22 +316,12 @@ def test_package_shipped_model_is_verified_in_place_and_never_deleted(tmp_path: 
     assert caught.value.code is ErrorCode.MODEL_MISSING and "reinstall" in caught.value.hint
 
 
-def test_models_list_marks_shipped_and_noncommercial_models(cli_env: Path, capsys: pytest.CaptureFixture[str],
-                                                            monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    weights = tmp_path / "weights"
-    weights.mkdir()
-    entry = shipped_entry(weights, b"weights")
-    real_init = ModelRegistry.__init__
-
-    def with_shipped(self, entries=None):  # the CLI builds its own registry; extend it with the temporary entry
-        real_init(self, entries)
-        self.add(entry)
-
-    monkeypatch.setattr(ModelRegistry, "__init__", with_shipped)
+def test_models_list_marks_shipped_and_noncommercial_models(cli_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, "models", "list")
-    line = next(line for line in out.splitlines() if line.startswith("tiny_shipped "))
+    line = next(line for line in out.splitlines() if line.startswith("face_segmenter "))
     assert code == 0 and " shipped " in line and "NON-COMMERCIAL" in line and "non-commercial only" in line
     assert "NON-COMMERCIAL" not in next(line for line in out.splitlines() if line.startswith("yunet "))
     rows = {row["name"]: row for row in json.loads(run_cli(capsys, "models", "list", "--json")[1])["models"]}
-    assert rows["tiny_shipped"]["shipped"] and rows["tiny_shipped"]["status"] == "ok"
-    assert rows["tiny_shipped"]["path"] == str(weights / "tiny.onnx")
+    assert rows["face_segmenter"]["shipped"] and rows["face_segmenter"]["status"] == "ok"
+    assert not rows["face_segmenter"]["commercial_use"] and rows["face_segmenter"]["task"] == "segmenter"
+    assert not (cli_env / "face_segmenter.onnx").exists(), "a shipped model is used in place, not cached"

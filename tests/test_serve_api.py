@@ -288,6 +288,8 @@ def test_health_ready_models_docs(client):
     models = client.get("/v1/models").json()
     assert models["engine"] == "mesh" and "CPUExecutionProvider" in models["providers"]
     assert any(m["name"] == "facemesh" and m["cached"] for m in models["models"])
+    shipped = next(m for m in models["models"] if m["name"] == "face_segmenter")
+    assert shipped["cached"] and shipped["commercial_use"] is False and "non-commercial" in shipped["licence"]
     schema = client.get("/openapi.json").json()
     for path in ("/v1/fuse", "/v1/detect", "/healthz", "/readyz", "/metrics", "/v1/models"):
         assert path in schema["paths"]

@@ -23,7 +23,8 @@ from .config import AnalysisConfig, RuntimeConfig, StoreConfig
 from .errors import FacefuseError
 from .fusion.blend import LutSmoother, compose
 from .fusion.engine import FusionEngine, FusionOptions, SourceFace
-from .fusion.occlusion import SEGMENTER_MODEL, FaceSegmenter
+from .analysis.segmentation import SEGMENTER_MODEL, FaceSegmenter
+from .fusion.occlusion import occlusion_masks
 from .fusion.swappers import SwapperFiles
 from .imageio import ImageInput, add_visible_mark, decode_image, encode_image, read_input_bytes
 from .models import ModelStore
@@ -215,7 +216,7 @@ class Fuser:
         for face in faces:
             rendered = source.engine.render(source.prepared, image, face, options)
             watch.lap("render")
-            parsing = segmenter.parse(rendered) if segmenter is not None else None
+            parsing = occlusion_masks(segmenter, rendered) if segmenter is not None else None
             watch.lap("segment")
             image = compose(image, rendered, options, parsing, smooth_luts)
             watch.lap("blend")

@@ -14,9 +14,9 @@ import warnings
 from typing import Callable, Sequence
 
 from ..errors import ErrorCode, FacefuseError
-from . import batch_cmd, detect_cmd, fuse_cmd, gpu_cmd, models_cmd, optimize_cmd, serve_cmd, video_cmd
+from . import batch_cmd, detect_cmd, fuse_cmd, gpu_cmd, models_cmd, optimize_cmd, serve_cmd, train_cmd, video_cmd
 
-COMMAND_MODULES = [detect_cmd, fuse_cmd, batch_cmd, video_cmd, models_cmd, serve_cmd, optimize_cmd, gpu_cmd]
+COMMAND_MODULES = [detect_cmd, fuse_cmd, batch_cmd, video_cmd, models_cmd, serve_cmd, optimize_cmd, gpu_cmd, train_cmd]
 
 
 class _Parser(argparse.ArgumentParser):

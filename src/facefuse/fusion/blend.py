@@ -19,7 +19,7 @@ import cv2
 import numpy as np
 
 from .engine import FusionOptions, RenderedFace
-from .occlusion import FaceParsing
+from .occlusion import OcclusionMasks
 from .relight import relight
 
 PYRAMID_LEVELS = 5
@@ -166,7 +166,7 @@ def _bounding_box(mask: np.ndarray, pad: int = 0) -> tuple[tuple[int, int], tupl
 
 
 def compose(image: np.ndarray, rendered: RenderedFace, options: FusionOptions,
-            parsing: FaceParsing | None = None, smooth_luts: LutSmoother | None = None) -> np.ndarray:
+            parsing: OcclusionMasks | None = None, smooth_luts: LutSmoother | None = None) -> np.ndarray:
     """The target photo with the rendered face relit, blended, sharpened and pasted back.
 
     ``parsing`` (the segment stage's masks) keeps the target's occluders and hair on top and keeps the source's

@@ -61,7 +61,7 @@ class FusionOptions(Options):
         "square, so the service takes it from its operator, not from requests",
         scope=Scope.OPERATOR, ge=128, le=1024)
     segmentation: Literal["auto", "off"] = option(
-        "off", "Keep what covers the face", "auto: the trained segmenter keeps the target's glasses, fringe and "
+        "auto", "Keep what covers the face", "auto: the trained segmenter keeps the target's glasses, fringe and "
         "hands on top and the source's hair out, when the licence setting allows it (else the classic masks, with "
         "a warning); off: classic masks only")
 

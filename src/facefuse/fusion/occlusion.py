@@ -1,8 +1,9 @@
 """The segment stage: which pixels of the rendered crops are face skin, hair or an occluder — engine-agnostic.
 
-The segmenter (``face_segmenter``, a small U-Net trained here on UTKFace with synthetic occluders; see its model
-card) runs once per rendered face on two 128-px crops in one batch: the target as the engine reshaped it, and the
-new face. Both are already in the target's geometry, so its masks need no warping. They decide:
+The segmenter (``face_segmenter``, see :mod:`facefuse.analysis.segmentation` and its model card) runs once per
+rendered face on two 128-px crops in one batch: the target as the engine reshaped it, and the new face. Both are
+already in the target's geometry and framed like the segmenter's own crop (the engines' aligned crop), so its masks
+need no warping, only scaling. They decide:
 - what stays the target's on top of the output: its glasses, fringe, hands, mask, microphone (``target_keep``);
 - which source pixels are not the source's face (its hair, glasses, a hand) and must not be used (``source_hidden``:
   the target's own skin, relit like the rest, shows there instead of a smear of the source's hair);
@@ -16,17 +17,13 @@ from dataclasses import dataclass
 
 import cv2
 import numpy as np
-import onnxruntime as ort
 
+from ..analysis.segmentation import HAIR, OCCLUDER, SEGMENT_SIZE, SKIN, FaceSegmenter
 from .engine import RenderedFace
-
-CLASSES = ("background", "skin", "brows", "eyes", "nose", "lips", "hair", "occluder")
-INPUT_SIZE = 128
-SEGMENTER_MODEL = "face_segmenter"
 
 
 @dataclass(frozen=True)
-class FaceParsing:
+class OcclusionMasks:
     """Soft masks (float32, 0–1) at the rendered crop's size."""
 
     target_keep: np.ndarray
@@ -35,33 +32,21 @@ class FaceParsing:
     source_skin: np.ndarray
 
 
-class FaceSegmenter:
-    def __init__(self, session: ort.InferenceSession) -> None:
-        self.session = session
-        self.input_name = session.get_inputs()[0].name
+def occlusion_masks(segmenter: FaceSegmenter, rendered: RenderedFace) -> OcclusionMasks:
+    crops = np.stack([cv2.resize(c, (SEGMENT_SIZE, SEGMENT_SIZE), interpolation=cv2.INTER_AREA)
+                      for c in (rendered.target_crop, rendered.crop)])
+    target, source = segmenter.probabilities(crops)
+    size = rendered.crop.shape[1], rendered.crop.shape[0]
 
-    def probabilities(self, crops: list[np.ndarray]) -> np.ndarray:
-        """(N, 8, 128, 128) class probabilities of uint8 RGB crops framed like the engines' aligned crop."""
-        batch = np.stack([cv2.resize(c, (INPUT_SIZE, INPUT_SIZE), interpolation=cv2.INTER_AREA) for c in crops])
-        logits = self.session.run(None, {self.input_name: batch.transpose(0, 3, 1, 2).astype(np.float32) / 255.0})[0]
-        logits = logits - logits.max(axis=1, keepdims=True)
-        exp = np.exp(logits)
-        return exp / exp.sum(axis=1, keepdims=True)
+    def up(plane: np.ndarray) -> np.ndarray:
+        return cv2.resize(plane, size, interpolation=cv2.INTER_LINEAR)
 
-    def parse(self, rendered: RenderedFace) -> FaceParsing:
-        target, source = self.probabilities([rendered.target_crop, rendered.crop])
-        size = rendered.crop.shape[1], rendered.crop.shape[0]
-
-        def up(plane: np.ndarray) -> np.ndarray:
-            return cv2.resize(plane, size, interpolation=cv2.INTER_LINEAR)
-
-        hair, occluder, skin = CLASSES.index("hair"), CLASSES.index("occluder"), CLASSES.index("skin")
-        return FaceParsing(
-            target_keep=up(_confident(target[hair] + target[occluder])),
-            source_hidden=up(_confident(source[hair] + source[occluder])),
-            target_skin=up(target[skin]),
-            source_skin=up(source[skin]),
-        )
+    return OcclusionMasks(
+        target_keep=up(_confident(target[HAIR] + target[OCCLUDER])),
+        source_hidden=up(_confident(source[HAIR] + source[OCCLUDER])),
+        target_skin=up(target[SKIN]),
+        source_skin=up(source[SKIN]),
+    )
 
 
 def _confident(probability: np.ndarray) -> np.ndarray:

@@ -198,6 +198,18 @@ _ENTRIES: tuple[ModelEntry, ...] = (
         mirror_paths=("mobilefacenet/MobileFaceNet.onnx",),
         description="128-D identity embedding; the benchmarks' independent identity judge",
     ),
+    ModelEntry(
+        name="face_segmenter",
+        task=Task.SEGMENTER,
+        filename="face_segmenter.onnx",
+        sha256="295a98733331d0627a31d37b8e44786c07a176519c1e71bd2d7bbb7b6643e35e",
+        size=2013758,
+        source=PackageSource("face_segmenter.onnx"),
+        licence="facefuse-trained on UTKFace (research use; see face_segmenter.md)",
+        input=InputContract((None, 3, 128, 128), "RGB", "x / 255 (the mesh engine's aligned crop at 128 px)"),
+        commercial_use=False,
+        description="our face parser: 8 classes (background, skin, brows, eyes, nose, lips, hair, occluder)",
+    ),
 )
 
 

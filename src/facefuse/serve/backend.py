@@ -78,6 +78,10 @@ def load_fuser(settings: ServeSettings, store: StoreConfig, timed: Callable[[str
         start = time.perf_counter()
         fuser.engine(name)
         timed(f"engine_{name}", time.perf_counter() - start)
+    if engine:
+        start = time.perf_counter()
+        fuser.segmenter()  # shipped in the package; None where the licence setting forbids it
+        timed("segmenter", time.perf_counter() - start)
     if warmup:
         start = time.perf_counter()
         fuser.analyzer.analyze(np.full((192, 192, 3), 128, np.uint8))

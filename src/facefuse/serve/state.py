@@ -9,8 +9,6 @@ from pydantic import BaseModel
 
 from ..config import StoreConfig
 from ..fusion.engine import FusionOptions
-from ..fusion.occlusion import SEGMENTER_MODEL
-from ..models.registry import ModelRegistry
 from .backend import FusionBackend
 from .budget import PixelBudget
 from .metrics import ServiceMetrics
@@ -31,16 +29,10 @@ class ServiceState:
 
     def __post_init__(self) -> None:
         self.defaults = self.settings.fusion_defaults()
-        self.fuse_models = fuse_request_models(self.defaults, self.settings.engines, self._segmentation_modes())
+        self.fuse_models = fuse_request_models(self.defaults, self.settings.engines)
         self.uploads = UploadGate(self.settings.max_uploads, int(self.settings.max_buffered_mb * 2**20),
                                   self.metrics.uploads_rejected)
         self.pixels = PixelBudget(int(self.settings.max_decoded_mpx * 1e6))
-
-    @staticmethod
-    def _segmentation_modes() -> tuple[str, ...] | None:
-        """Only ``off`` where this build registers no occlusion segmenter: ``auto`` would fail every request with
-        MODEL_MISSING, so the request schema does not offer it (None: every mode)."""
-        return None if SEGMENTER_MODEL in ModelRegistry() else ("off",)
 
     def require_ready(self) -> FusionBackend:
         """The backend, once every part of it is ready (NOT_READY, saying why, before)."""

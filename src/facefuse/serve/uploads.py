@@ -195,14 +195,13 @@ class _RequestModel(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
 
-def fuse_request_models(defaults: FusionOptions | None = None, engines: Sequence[str] | None = None,
-                        segmentation: Sequence[str] | None = None) -> tuple[type[BaseModel], type[BaseModel]]:
+def fuse_request_models(defaults: FusionOptions | None = None,
+                        engines: Sequence[str] | None = None) -> tuple[type[BaseModel], type[BaseModel]]:
     """The fields of ``POST /v1/fuse`` as (form model, JSON model), derived from the request-scope fields of
     :class:`~facefuse.fusion.engine.FusionOptions` and the fields of :class:`~facefuse.pipeline.EncodeOptions`.
 
     ``defaults`` are the server's (its engine and operator-scope options); ``engines`` limits ``engine`` to the ones
-    the operator loaded, so naming any other is a 400 before any work is queued; ``segmentation`` limits that field
-    the same way (``("off",)`` where the server has no segmenter to run). The JSON model adds the two photos
+    the operator loaded, so naming any other is a 400 before any work is queued. The JSON model adds the two photos
     as base64 strings; the form model is what multipart text fields are checked against (the photos are file parts).
     """
     defaults = defaults or FusionOptions()
@@ -210,7 +209,7 @@ def fuse_request_models(defaults: FusionOptions | None = None, engines: Sequence
     for name, info in fields_of(FusionOptions, Scope.REQUEST).items():
         field = copy(info)
         field.default = getattr(defaults, name)
-        allowed = {"engine": engines, "segmentation": segmentation}.get(name)
+        allowed = engines if name == "engine" else None
         annotation = Literal[tuple(allowed)] if allowed else info.annotation
         fields[name] = (annotation, field)
     fields.update({name: (info.annotation, info) for name, info in fields_of(EncodeOptions).items()})

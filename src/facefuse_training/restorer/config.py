@@ -1,0 +1,44 @@
+"""One frozen description of a restorer training run; ``quick()`` is the tiny configuration the tests run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from .degrade import DegradeConfig
+from .model import UNetConfig
+
+
+@dataclass(frozen=True)
+class RestorerConfig:
+    out: Path
+    data_root: Path | None = None
+    seed: int = 0
+    size: int = 128                     # faces are resized to size×size, degraded whole, then patched
+    patch: int = 64
+    batch: int = 16
+    teacher: UNetConfig = field(default_factory=lambda: UNetConfig(base=24, levels=4))
+    teacher_steps: int = 1500
+    lr: float = 2e-3
+    prune_ratio: float = 0.5            # fraction of channels removed from every prunable group, overall
+    prune_iterations: int = 2           # pruning steps, with fine-tuning after each
+    finetune_steps: int = 250           # per pruning step (distillation loss, as the final stage)
+    distil_steps: int = 1000
+    distil_output_weight: float = 1.0   # λ: L1(student, teacher)
+    distil_feature_weight: float = 1.0  # λf: Σ MSE(adapter(student feature), teacher feature)
+    grad_checkpoint: bool = False
+    max_train_images: int | None = None
+    holdout_images: int | None = None
+    threads: int = 2
+    checkpoint_every_s: float = 120.0
+    progress: bool = True
+
+    @property
+    def degrade(self) -> DegradeConfig:
+        return DegradeConfig(size=self.size)
+
+    def quick(self) -> "RestorerConfig":
+        """A run that exercises every stage in well under two minutes on two cores."""
+        return replace(self, size=64, patch=32, batch=4, teacher=UNetConfig(base=8, levels=3), teacher_steps=30,
+                       finetune_steps=10, distil_steps=20, max_train_images=64, holdout_images=8,
+                       checkpoint_every_s=1e9)

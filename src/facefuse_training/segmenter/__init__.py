@@ -1,0 +1,1 @@
+"""Training of the face segmentation model shipped as ``facefuse/models/weights/face_segmenter.onnx``."""

@@ -1,0 +1,389 @@
+"""Training samples: a labelled face, synthetic surroundings, and synthetic occluders composited with known masks.
+
+The approach of Nirkin et al., "On Face Segmentation, Face Swapping, and Face Perception" (FG 2018): occluders drawn
+or cut at random and pasted over real faces give exact per-pixel labels that no annotator had to draw. Here:
+
+- surroundings: the face photo's own pixels are kept only around the face (a ragged soft edge), the rest of the
+  pipeline's 128 px window gets a random background and, behind the head, a random hairstyle (``HAIR``);
+- hair in front of the face: fringes and strands drawn as curves with hair colours, or cut from another photo's
+  hair (``HAIR``);
+- glasses: frames of random shape/colour/thickness placed from the eye landmarks, clear or tinted lenses; sunglasses
+  and frames are ``OCCLUDER``, the eye seen through a clear lens keeps its own label;
+- hands (skin-coloured palm and fingers), random objects and textures, surgical masks over the lower face,
+  microphones (dark rod and ball): ``OCCLUDER``;
+- then the usual photometric and geometric augmentation (colour, blur, noise, small affine), labels warped with
+  nearest-neighbour sampling.
+
+Every random choice comes from the ``numpy.random.Generator`` passed in, so a sample is a function of its seed.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from facefuse.geometry.regions import FACE_OVAL, LEFT_EYE, LIPS_OUTER, RIGHT_EYE
+
+from .labels import BACKGROUND, HAIR, IGNORE, OCCLUDER, SIZE, SKIN, LabelSet
+
+Rng = np.random.Generator
+
+HAIR_COLOURS = np.array([[20, 15, 12], [45, 30, 20], [70, 45, 25], [110, 75, 40], [160, 120, 70], [210, 180, 120],
+                         [140, 60, 30], [150, 150, 150], [220, 220, 215], [35, 35, 40]], np.float32)
+
+
+# -- drawing helpers ---------------------------------------------------------------------------------------------
+
+
+def _paste(image: np.ndarray, labels: np.ndarray, layer: np.ndarray, alpha: np.ndarray, cls: int,
+           threshold: float = 0.5) -> None:
+    """Alpha-composite ``layer`` over ``image`` in place; pixels where ``alpha`` ≥ threshold take ``cls``."""
+    a = alpha[..., None]
+    image[:] = np.clip(image * (1 - a) + layer * a, 0, 255)
+    labels[alpha >= threshold] = cls
+
+
+def _noise_field(rng: Rng, scale: int, channels: int = 1) -> np.ndarray:
+    """Smooth random field in [-1, 1] (upsampled coarse noise)."""
+    coarse = rng.uniform(-1, 1, (max(2, SIZE // scale), max(2, SIZE // scale), channels)).astype(np.float32)
+    field = cv2.resize(coarse, (SIZE, SIZE), interpolation=cv2.INTER_CUBIC)
+    return field.reshape(SIZE, SIZE, channels)
+
+
+def _texture(rng: Rng, base: np.ndarray, kind: int | None = None) -> np.ndarray:
+    """A random texture around colour ``base``: flat+shading, noise, stripes or checks."""
+    kind = int(rng.integers(0, 4)) if kind is None else kind
+    shade = 1 + 0.25 * _noise_field(rng, int(rng.integers(16, 64)))
+    out = np.broadcast_to(base, (SIZE, SIZE, 3)) * shade
+    if kind == 1:
+        out = out + 25 * _noise_field(rng, int(rng.integers(2, 8)), 3)
+    elif kind == 2:
+        angle = rng.uniform(0, np.pi)
+        ys, xs = np.mgrid[0:SIZE, 0:SIZE]
+        period = rng.uniform(3, 14)
+        stripes = np.sin((xs * np.cos(angle) + ys * np.sin(angle)) * 2 * np.pi / period)[..., None]
+        out = out + stripes * rng.uniform(10, 60) * rng.uniform(-1, 1, 3)
+    elif kind == 3:
+        cell = int(rng.integers(4, 16))
+        ys, xs = np.mgrid[0:SIZE, 0:SIZE]
+        checks = (((xs // cell) + (ys // cell)) % 2)[..., None]
+        out = out + (checks - 0.5) * rng.uniform(20, 80) * rng.uniform(-1, 1, 3)
+    return np.clip(out, 0, 255).astype(np.float32)
+
+
+def _random_colour(rng: Rng) -> np.ndarray:
+    """Any colour, usually muted (most real scenes and objects are far from saturated)."""
+    colour = rng.uniform(0, 255, 3)
+    grey = colour.mean()
+    return (grey + (colour - grey) * rng.uniform(0.15, 1.0) ** 2).astype(np.float32)
+
+
+def hair_texture(rng: Rng, colour: np.ndarray, angle: float) -> np.ndarray:
+    """Hair-like texture: streaks along ``angle`` (motion-blurred noise) over a base colour."""
+    noise = rng.normal(0, 1, (SIZE, SIZE)).astype(np.float32)
+    length = int(rng.integers(9, 25))
+    kernel = np.zeros((length, length), np.float32)
+    c = length // 2
+    dx, dy = np.cos(angle), np.sin(angle)
+    cv2.line(kernel, (int(c - dx * c), int(c - dy * c)), (int(c + dx * c), int(c + dy * c)), 1.0, 1)
+    streaks = cv2.filter2D(noise, -1, kernel / max(kernel.sum(), 1))
+    streaks = streaks / (streaks.std() + 1e-6)
+    shade = 1 + 0.2 * _noise_field(rng, 32)[..., 0]
+    out = colour[None, None] * (shade[..., None] + 0.12 * streaks[..., None]) + 4 * streaks[..., None]
+    return np.clip(out, 0, 255).astype(np.float32)
+
+
+def _hair_colour(rng: Rng) -> np.ndarray:
+    return np.clip(HAIR_COLOURS[rng.integers(len(HAIR_COLOURS))] * rng.uniform(0.8, 1.2, 3), 0, 255)
+
+
+def _soft(mask: np.ndarray, blur: float) -> np.ndarray:
+    k = max(1, int(blur * 2)) | 1
+    return cv2.GaussianBlur(mask.astype(np.float32), (k, k), 0) if blur > 0 else mask.astype(np.float32)
+
+
+def _face_frame(mesh: np.ndarray) -> tuple[np.ndarray, float, float, float, float]:
+    oval = mesh[FACE_OVAL]
+    return oval, oval[:, 0].min(), oval[:, 0].max(), oval[:, 1].min(), oval[:, 1].max()
+
+
+# -- surroundings ------------------------------------------------------------------------------------------------
+
+
+def background(rng: Rng, donors: LabelSet | None = None) -> np.ndarray:
+    """A random scene behind the head: textures, shapes and blurred pieces of other photos."""
+    out = _texture(rng, _random_colour(rng))
+    for _ in range(int(rng.integers(0, 5))):
+        layer = _texture(rng, _random_colour(rng))
+        shape = np.zeros((SIZE, SIZE), np.float32)
+        pts = rng.uniform(-20, SIZE + 20, (int(rng.integers(3, 7)), 2)).astype(np.int32)
+        cv2.fillPoly(shape, [cv2.convexHull(pts)], 1.0)
+        a = _soft(shape, rng.uniform(0, 2))[..., None]
+        out = out * (1 - a) + layer * a
+    if donors is not None and rng.random() < 0.3:
+        donor = donors.images[rng.integers(len(donors))].astype(np.float32)
+        donor = cv2.GaussianBlur(cv2.resize(donor, (SIZE, SIZE)), (0, 0), rng.uniform(3, 8))
+        out = 0.5 * out + 0.5 * np.flip(donor, int(rng.integers(0, 2)))
+    return out
+
+
+def hairstyle_mask(rng: Rng, mesh: np.ndarray) -> np.ndarray:
+    """A head of hair behind the face: skull cap over the oval, optional long sides; ragged lower edge."""
+    _, left, right, top, bottom = _face_frame(mesh)
+    width, height = right - left, bottom - top
+    cx = (left + right) / 2
+    mask = np.zeros((SIZE, SIZE), np.float32)
+    axes = (int(width * rng.uniform(0.55, 0.75)), int(height * rng.uniform(0.55, 0.8)))
+    centre = (int(cx + rng.uniform(-0.05, 0.05) * width), int(top + height * rng.uniform(0.3, 0.45)))
+    cv2.ellipse(mask, centre, axes, 0, 180, 360, 1.0, -1)
+    cv2.ellipse(mask, centre, (axes[0], int(axes[1] * rng.uniform(0.2, 0.6))), 0, 0, 180, 1.0, -1)
+    if rng.random() < 0.45:  # long hair down both sides
+        length = bottom + height * rng.uniform(0.1, 1.0)
+        for side in (-1, 1):
+            x0 = cx + side * width * rng.uniform(0.35, 0.5)
+            x1 = cx + side * width * rng.uniform(0.55, 0.85)
+            poly = np.array([[x0, top + 0.3 * height], [x1, top + 0.2 * height], [x1 + side * width * 0.1, length],
+                             [x0 + side * width * 0.05, length]], np.int32)
+            cv2.fillPoly(mask, [poly], 1.0)
+    ragged = _noise_field(rng, 8)[..., 0] * 0.5
+    return (_soft(mask, 3) + ragged * (_soft(mask, 3) > 0.05) > 0.5).astype(np.float32)
+
+
+def strands_mask(rng: Rng, mesh: np.ndarray, fringe: bool) -> tuple[np.ndarray, float]:
+    """Curved strands over the forehead and temples (a dense fringe or a few loose strands) and their angle."""
+    _, left, right, top, bottom = _face_frame(mesh)
+    width, height = right - left, bottom - top
+    mask = np.zeros((SIZE, SIZE), np.float32)
+    count = int(rng.integers(25, 60)) if fringe else int(rng.integers(2, 10))
+    sweep = rng.uniform(-0.6, 0.6)
+    if fringe:
+        span = (left - 0.1 * width, right + 0.1 * width)
+        reach = top + height * rng.uniform(0.12, 0.42)
+    else:
+        side = rng.choice([-1, 1])
+        start = left if side < 0 else right
+        span = (start - 0.25 * width, start + 0.25 * width) if rng.random() < 0.6 else (left, right)
+        reach = top + height * rng.uniform(0.3, 0.9)
+    for _ in range(count):
+        x = rng.uniform(*span)
+        y = top - height * rng.uniform(0.05, 0.3)
+        end_y = reach + rng.normal(0, 0.05 * height)
+        steps = 12
+        ts = np.linspace(0, 1, steps)
+        bend = rng.normal(sweep, 0.25) * width * 0.4
+        xs = x + bend * ts**1.5 + rng.normal(0, 0.6, steps).cumsum() * 0.3
+        ys = y + (end_y - y) * ts
+        cv2.polylines(mask, [np.column_stack([xs, ys]).astype(np.int32)], False, 1.0,
+                      int(rng.integers(1, 4 if fringe else 3)), cv2.LINE_AA)
+    if fringe:
+        mask = cv2.morphologyEx(mask, cv2.MORPH_CLOSE, np.ones((3, 3), np.uint8))
+    return mask, float(np.pi / 2 + np.arctan(sweep))
+
+
+# -- occluders ---------------------------------------------------------------------------------------------------
+
+
+def add_glasses(rng: Rng, image: np.ndarray, labels: np.ndarray, mesh: np.ndarray) -> None:
+    eyes = [mesh[RIGHT_EYE], mesh[LEFT_EYE]]
+    centres = [e.mean(0) for e in eyes]
+    span = np.linalg.norm(centres[1] - centres[0])
+    angle = np.degrees(np.arctan2(*(centres[1] - centres[0])[::-1]))
+    half_w = span * rng.uniform(0.38, 0.52)
+    half_h = half_w * rng.uniform(0.55, 0.95)
+    thick = int(rng.integers(1, 5))
+    frame_colour = rng.choice([np.array([15, 15, 15]), np.array([90, 60, 30]), np.array([190, 170, 120]),
+                               _random_colour(rng)]).astype(np.float32)
+    sunglasses = rng.random() < 0.3
+    tint_alpha = rng.uniform(0.75, 0.95) if sunglasses else rng.uniform(0.0, 0.35)
+    tint = (_random_colour(rng) * 0.3 if sunglasses else _random_colour(rng)).astype(np.float32)
+    rounded = rng.random() < 0.5
+    lens = np.zeros((SIZE, SIZE), np.float32)
+    frame = np.zeros((SIZE, SIZE), np.float32)
+    shift = rng.normal(0, 0.05, 2) * span + np.array([0, span * rng.uniform(-0.05, 0.15)])
+    for centre in centres:
+        c = centre + shift
+        if rounded:
+            box = ((float(c[0]), float(c[1])), (float(2 * half_w), float(2 * half_h)), float(angle))
+            cv2.ellipse(lens, box, 1.0, -1)
+            cv2.ellipse(frame, box, 1.0, thick)
+        else:
+            rect = cv2.boxPoints(((float(c[0]), float(c[1])), (float(2 * half_w), float(2 * half_h)), float(angle)))
+            cv2.fillPoly(lens, [rect.astype(np.int32)], 1.0)
+            cv2.polylines(frame, [rect.astype(np.int32)], True, 1.0, thick)
+    inner = [centres[0] + shift + (centres[1] - centres[0]) / span * half_w,
+             centres[1] + shift - (centres[1] - centres[0]) / span * half_w]
+    cv2.line(frame, tuple(np.int32(inner[0])), tuple(np.int32(inner[1])), 1.0, max(1, thick))
+    _, left, right, _, _ = _face_frame(mesh)
+    for centre, edge in zip(centres, (left - 3, right + 3)):
+        outer = centre + shift + (centre - (centres[0] + centres[1]) / 2) / (span / 2) * half_w
+        cv2.line(frame, tuple(np.int32(outer)), (int(edge), int(outer[1] - rng.uniform(0, 3))), 1.0, max(1, thick - 1))
+    lens_only = lens * (1 - frame)
+    a = lens_only[..., None] * tint_alpha
+    image[:] = image * (1 - a) + tint * a
+    if sunglasses:
+        labels[lens_only >= 0.5] = OCCLUDER
+    if rng.random() < 0.5:  # a highlight on the lens
+        glint = np.zeros((SIZE, SIZE), np.float32)
+        cv2.line(glint, tuple(np.int32(centres[0] + shift - half_w / 2)), tuple(np.int32(centres[0] + shift)), 1.0, 2)
+        image[:] = np.clip(image + (glint * lens_only)[..., None] * rng.uniform(40, 120), 0, 255)
+    _paste(image, labels, frame_colour * (1 + 0.2 * _noise_field(rng, 16)), _soft(frame, 0.5), OCCLUDER)
+
+
+def add_hand(rng: Rng, image: np.ndarray, labels: np.ndarray, mesh: np.ndarray, skin: np.ndarray) -> None:
+    _, left, right, top, bottom = _face_frame(mesh)
+    width = right - left
+    mask = np.zeros((SIZE, SIZE), np.float32)
+    centre = np.array([rng.uniform(left - 0.3 * width, right + 0.3 * width), rng.uniform(top + 0.3 * width, bottom + 0.4 * width)])
+    palm = width * rng.uniform(0.25, 0.4)
+    angle = rng.uniform(0, 2 * np.pi)
+    direction = np.array([np.cos(angle), np.sin(angle)])
+    normal = np.array([-direction[1], direction[0]])
+    cv2.ellipse(mask, (tuple(np.float32(centre)), (float(2 * palm), float(2.4 * palm)), float(np.degrees(angle))), 1.0, -1)
+    for i in range(int(rng.integers(2, 5))):
+        base = centre + direction * palm * 0.9 + normal * palm * (i - 1.5) * 0.5
+        tip = base + (direction + rng.normal(0, 0.15, 2)) * palm * rng.uniform(1.0, 1.6)
+        cv2.line(mask, tuple(np.int32(base)), tuple(np.int32(tip)), 1.0, max(2, int(palm * 0.4)), cv2.LINE_AA)
+    # arm leaving the crop from the palm, opposite the fingers
+    cv2.line(mask, tuple(np.int32(centre)), tuple(np.int32(centre - direction * SIZE)), 1.0, int(palm * 1.3))
+    colour = np.clip(skin * rng.uniform(0.8, 1.2, 3), 0, 255)
+    layer = colour * (1 + 0.18 * _noise_field(rng, 24)) + 6 * _noise_field(rng, 2, 3)
+    _paste(image, labels, layer, _soft(mask, rng.uniform(0.3, 1.2)), OCCLUDER)
+
+
+def add_object(rng: Rng, image: np.ndarray, labels: np.ndarray, mesh: np.ndarray,
+               donors: LabelSet | None) -> None:
+    _, left, right, top, bottom = _face_frame(mesh)
+    mask = np.zeros((SIZE, SIZE), np.float32)
+    centre = rng.uniform([left, top], [right, bottom])
+    if rng.random() < 0.5:
+        pts = centre + rng.normal(0, (right - left) * rng.uniform(0.15, 0.4), (int(rng.integers(3, 8)), 2))
+        cv2.fillPoly(mask, [cv2.convexHull(pts.astype(np.int32))], 1.0)
+    else:
+        axes = (int(rng.uniform(5, 30)), int(rng.uniform(5, 30)))
+        cv2.ellipse(mask, tuple(np.int32(centre)), axes, rng.uniform(0, 180), 0, 360, 1.0, -1)
+    if donors is not None and rng.random() < 0.3:
+        layer = np.roll(donors.images[rng.integers(len(donors))].astype(np.float32), int(rng.integers(SIZE)), 1)
+    else:
+        layer = _texture(rng, _random_colour(rng))
+    _paste(image, labels, layer, _soft(mask, rng.uniform(0.3, 1.5)), OCCLUDER)
+
+
+def add_mask(rng: Rng, image: np.ndarray, labels: np.ndarray, mesh: np.ndarray,
+             texture: np.ndarray | None = None) -> None:
+    """A surgical mask from the nose down over the face oval; ``texture`` (RGB, any size) replaces the drawn one."""
+    oval, left, right, top, bottom = _face_frame(mesh)
+    nose_line = (mesh[6, 1] + mesh[4, 1]) / 2 + rng.uniform(-0.05, 0.1) * (bottom - top)
+    lower = oval[oval[:, 1] > nose_line]
+    width = right - left
+    upper = np.array([[right + 0.04 * width, nose_line], [(left + right) / 2, nose_line - 0.05 * width],
+                      [left - 0.04 * width, nose_line]])
+    outline = np.concatenate([lower[np.argsort(np.arctan2(lower[:, 1] - nose_line, lower[:, 0] - (left + right) / 2))],
+                              upper])
+    mask = np.zeros((SIZE, SIZE), np.float32)
+    cv2.fillPoly(mask, [cv2.convexHull((outline * 1.0).astype(np.int32))], 1.0)
+    mask = cv2.dilate(mask, np.ones((3, 3), np.uint8), iterations=int(rng.integers(0, 3)))
+    colour = rng.choice([np.array([170, 210, 230]), np.array([235, 235, 235]), np.array([30, 30, 35]),
+                         _random_colour(rng)]).astype(np.float32)
+    layer = _texture(rng, colour, int(rng.choice([0, 0, 1, 2])))
+    ys = np.arange(SIZE, dtype=np.float32)[:, None, None]
+    layer = layer * (1 - 0.12 * (np.sin(ys / rng.uniform(2.5, 4.5)) > 0.8))  # pleats
+    if texture is not None:
+        layer = cv2.resize(texture, (SIZE, SIZE), interpolation=cv2.INTER_AREA).astype(np.float32)
+    for side in (left, right):  # ear loops
+        cv2.line(image, (int(side), int(nose_line)), (int(side - np.sign((left + right) / 2 - side) * 8),
+                                                       int(nose_line - 6)), tuple(float(v) for v in colour), 1)
+    _paste(image, labels, layer, _soft(mask, 0.8), OCCLUDER)
+
+
+def add_microphone(rng: Rng, image: np.ndarray, labels: np.ndarray, mesh: np.ndarray) -> None:
+    mouth = mesh[LIPS_OUTER].mean(0)
+    _, left, right, top, bottom = _face_frame(mesh)
+    width = right - left
+    ball = mouth + rng.normal(0, 0.15, 2) * width + np.array([0, rng.uniform(0, 0.3) * width])
+    radius = width * rng.uniform(0.12, 0.25)
+    angle = rng.uniform(np.pi * 0.25, np.pi * 0.75)
+    end = ball + np.array([np.cos(angle), np.sin(angle)]) * SIZE
+    mask = np.zeros((SIZE, SIZE), np.float32)
+    cv2.line(mask, tuple(np.int32(ball)), tuple(np.int32(end)), 1.0, max(3, int(radius * rng.uniform(0.5, 0.9))))
+    rod = mask.copy()
+    cv2.circle(mask, tuple(np.int32(ball)), int(radius), 1.0, -1)
+    dark = rng.uniform(10, 60)
+    layer = np.full((SIZE, SIZE, 3), dark, np.float32) + 15 * _noise_field(rng, 16, 3)
+    ys, xs = np.mgrid[0:SIZE, 0:SIZE]
+    grille = ((xs + ys) % 3 == 0) | ((xs - ys) % 3 == 0)
+    layer = np.where((grille & (rod < 0.5))[..., None], layer + rng.uniform(30, 120), layer)
+    _paste(image, labels, layer, _soft(mask, 0.7), OCCLUDER)
+
+
+# -- the sample --------------------------------------------------------------------------------------------------
+
+
+def _keep_mask(rng: Rng, labels: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """Which photo pixels to keep: the face and its known hair, grown by a ragged margin, inside the photo."""
+    core = ((labels > 0) & (labels != IGNORE)).astype(np.uint8)
+    grown = cv2.dilate(core, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (7, 7)), iterations=int(rng.integers(0, 3)))
+    ragged = (grown.astype(np.float32) + 0.35 * _noise_field(rng, 6)[..., 0]) > 0.5
+    keep = (ragged | core.astype(bool)) & valid
+    return _soft(keep, rng.uniform(0.5, 1.5))
+
+
+def compose(rng: Rng, data: LabelSet, index: int, occlusion: float = 0.8) -> tuple[np.ndarray, np.ndarray]:
+    """Sample ``index`` of ``data`` in a random scene, with random occluders; (uint8 RGB, uint8 labels)."""
+    photo = data.images[index].astype(np.float32)
+    labels = data.labels[index].copy()
+    mesh = data.mesh[index].astype(np.float32)
+    skin_pixels = photo[labels == SKIN]
+    skin = np.median(skin_pixels, 0) if len(skin_pixels) else np.array([200, 160, 130], np.float32)
+
+    image = background(rng, data)
+    out_labels = np.full((SIZE, SIZE), BACKGROUND, np.uint8)
+    if rng.random() < 0.75:
+        colour = _hair_colour(rng)
+        _paste(image, out_labels, hair_texture(rng, colour, rng.uniform(1.2, 1.9)), _soft(hairstyle_mask(rng, mesh), 1.0),
+               HAIR)
+    whole = data.valid[index].all() and rng.random() < 0.7  # a photo with its real scene: keep the scene
+    keep = np.ones((SIZE, SIZE), np.float32) if whole else _keep_mask(rng, labels, data.valid[index])
+    image = image * (1 - keep[..., None]) + photo * keep[..., None]
+    kept = keep >= 0.5
+    out_labels[kept] = labels[kept]
+    # the photo's own undecided pixels that show around the face stay undecided
+    out_labels[kept & (labels == IGNORE)] = IGNORE
+
+    if rng.random() < occlusion:
+        for _ in range(int(rng.choice([1, 1, 1, 2, 2, 3]))):
+            kind = rng.choice(["fringe", "strands", "glasses", "hand", "object", "mask", "microphone"],
+                              p=[0.17, 0.16, 0.22, 0.13, 0.12, 0.12, 0.08])
+            if kind in ("fringe", "strands"):
+                mask, angle = strands_mask(rng, mesh, kind == "fringe")
+                _paste(image, out_labels, hair_texture(rng, _hair_colour(rng), angle), _soft(mask, 0.4), HAIR)
+            elif kind == "glasses":
+                add_glasses(rng, image, out_labels, mesh)
+            elif kind == "hand":
+                add_hand(rng, image, out_labels, mesh, skin)
+            elif kind == "object":
+                add_object(rng, image, out_labels, mesh, data)
+            elif kind == "mask":
+                add_mask(rng, image, out_labels, mesh)
+            else:
+                add_microphone(rng, image, out_labels, mesh)
+    return augment(rng, image, out_labels)
+
+
+def augment(rng: Rng, image: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Small affine (labels nearest-neighbour), flip, colour, blur, noise, JPEG-like softness."""
+    angle = rng.normal(0, 6)
+    scale = np.exp(rng.normal(0, 0.07))
+    matrix = cv2.getRotationMatrix2D((SIZE / 2, SIZE / 2), angle, scale)
+    matrix[:, 2] += rng.normal(0, 3, 2)
+    image = cv2.warpAffine(image, matrix, (SIZE, SIZE), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REFLECT101)
+    labels = cv2.warpAffine(labels, matrix, (SIZE, SIZE), flags=cv2.INTER_NEAREST, borderMode=cv2.BORDER_REFLECT101)
+    if rng.random() < 0.5:
+        image, labels = image[:, ::-1], labels[:, ::-1]  # classes are not left/right specific
+    image = image * rng.uniform(0.7, 1.3) * rng.uniform(0.88, 1.12, 3) + rng.uniform(-25, 25)
+    if rng.random() < 0.2:
+        image = image.mean(-1, keepdims=True).repeat(3, -1)
+    if rng.random() < 0.3:
+        image = cv2.GaussianBlur(image, (0, 0), rng.uniform(0.3, 1.3))
+    if rng.random() < 0.4:
+        image = image + rng.normal(0, rng.uniform(1, 8), image.shape)
+    return np.clip(image, 0, 255).astype(np.uint8), np.ascontiguousarray(labels)

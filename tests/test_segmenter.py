@@ -1,0 +1,136 @@
+"""The face segmenter: real quick training (loss falls, resume is exact), ONNX export parity, the shipped file
+verified and loaded through the store and runtime, and its predictions on a real photo with pasted occluders."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from facefuse.analysis.segmentation import EYES, FACE_CLASSES, OCCLUDER, SEGMENTER_MODEL, FaceSegmenter
+from facefuse.config import RuntimeConfig, StoreConfig
+from facefuse.imageio import decode_image
+from facefuse.models import ModelRegistry, ModelStore, sha256_of
+from facefuse.models.registry import WEIGHTS_DIR
+from facefuse.runtime import Runtime
+from facefuse_training.segmenter import synth
+from facefuse_training.segmenter.labels import label_photo
+from facefuse_training.segmenter.metrics import confusion, iou_table
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory: pytest.TempPathFactory, faces_dir: Path):
+    """`facefuse train segmenter --quick` up to the ONNX export, for real (labels, training, export, parity)."""
+    from facefuse_training.segmenter.cli import quick
+    from facefuse_training.segmenter.data import DataConfig
+    from facefuse_training.segmenter.run import run_chain
+    from facefuse_training.segmenter.train import TrainConfig
+
+    root = tmp_path_factory.mktemp("segmenter")
+    data, train = quick(DataConfig(faces_dir.parent, root / "cache"), TrainConfig(out=root / "run", progress=False))
+    summary = run_chain(data, train, until="export")
+    return data, train, summary
+
+
+def test_quick_training_lowers_the_loss(quick_run) -> None:
+    _, _, summary = quick_run
+    assert summary["loss_last"] < summary["loss_first"] - 0.2, summary
+
+
+def test_resumed_run_takes_exactly_the_uninterrupted_steps(quick_run, tmp_path: Path) -> None:
+    import torch
+
+    from facefuse_training.segmenter.data import label_sets
+    from facefuse_training.segmenter.train import load_model, train
+
+    data_config, config, _ = quick_run
+    data, _ = label_sets(data_config)
+    whole = replace(config, out=tmp_path / "whole", steps=6)
+    interrupted = replace(config, out=tmp_path / "interrupted", steps=6, stop_at=3)
+    train(whole, data)
+    assert train(interrupted, data) == []
+    assert torch.load(interrupted.checkpoint, weights_only=True)["step"] == 3
+    records = train(replace(interrupted, stop_at=None), data)
+    assert [r["step"] for r in records] == [4, 5, 6]
+    a, b = load_model(whole).state_dict(), load_model(interrupted).state_dict()
+    assert all(torch.allclose(a[k].float(), b[k].float(), atol=1e-6) for k in a)
+
+
+def test_onnx_export_matches_pytorch_with_a_dynamic_batch(quick_run) -> None:
+    _, train, summary = quick_run
+    assert summary["parity_max_abs_diff"] < 1e-4
+    segmenter = FaceSegmenter(Runtime(RuntimeConfig(intra_op_threads=1)).session(summary["onnx"]))
+    crops = np.random.default_rng(0).integers(0, 256, (3, 128, 128, 3), dtype=np.uint8)
+    assert segmenter.logits(crops).shape == (3, 8, 128, 128)
+    assert segmenter.logits(crops[:1]).shape == (1, 8, 128, 128)
+
+
+def test_shipped_model_is_verified_and_loads_through_the_runtime(tmp_path: Path) -> None:
+    entry = ModelRegistry().get(SEGMENTER_MODEL)
+    assert entry.task.value == "segmenter" and not entry.commercial_use
+    store = ModelStore(StoreConfig(home=tmp_path, mirror=None, offline=True))
+    path = store.ensure(SEGMENTER_MODEL)
+    assert path == WEIGHTS_DIR / "face_segmenter.onnx" and sha256_of(path) == entry.sha256
+    assert path.stat().st_size <= 3_000_000 and (WEIGHTS_DIR / "face_segmenter.md").is_file()
+    segmenter = FaceSegmenter(Runtime(RuntimeConfig(intra_op_threads=1)).session(path))
+    assert segmenter.logits(np.zeros((2, 128, 128, 3), np.uint8)).shape == (2, 8, 128, 128)
+
+
+@pytest.fixture(scope="module")
+def obama_crop(fuser, faces_dir: Path):
+    """The contract's 128 px crop of a real photo, with FaceMesh's own labels and mesh in crop pixels."""
+    analysis = fuser.analyze((faces_dir / "face_recognition/obama.jpg").read_bytes())
+    face = analysis.faces[0]
+    return label_photo(analysis.image, face.keypoints, face.landmarks)
+
+
+@pytest.fixture(scope="module")
+def shipped(fuser) -> FaceSegmenter:
+    return FaceSegmenter(fuser.runtime.session(fuser.store.ensure(SEGMENTER_MODEL)))
+
+
+def test_shipped_model_parses_a_real_face(shipped: FaceSegmenter, obama_crop) -> None:
+    predicted = shipped.logits(obama_crop.image[None])[0].argmax(0)
+    table = iou_table(confusion(predicted, obama_crop.labels))
+    assert table["face"] >= 0.85 and table["eyes"] >= 0.6 and table["lips"] >= 0.65, table
+
+
+# IoU floors about 0.1 under what the shipped model scores (0.78, 0.82, 0.70): a retrained model that loses
+# occlusion handling fails here; frames of clear glasses are thin, hence the lower floor.
+OCCLUDER_FLOORS = {"mask": 0.65, "hand": 0.7, "glasses": 0.55}
+
+
+@pytest.mark.parametrize("occluder", ["mask", "hand", "glasses"])
+def test_shipped_model_finds_a_pasted_occluder(shipped: FaceSegmenter, obama_crop, occluder: str,
+                                               faces_dir: Path) -> None:
+    """A real photo with an occluder of known mask pasted on: a real mask texture (insightface's photo of a mask
+    alone, placed from FaceMesh), a hand-like shape, glasses."""
+    rng = np.random.default_rng(3)
+    image = obama_crop.image.astype(np.float32)
+    labels = obama_crop.labels.copy()
+    if occluder == "mask":
+        texture = decode_image((faces_dir / "insightface/samples/mask_blue.jpg").read_bytes()).pixels
+        synth.add_mask(rng, image, labels, obama_crop.mesh, texture=texture)
+    elif occluder == "hand":
+        synth.add_hand(rng, image, labels, obama_crop.mesh, np.array([200.0, 160.0, 130.0]))
+    else:
+        synth.add_glasses(rng, image, labels, obama_crop.mesh)
+    truth = labels == OCCLUDER
+    assert truth.sum() > 50
+    predicted = shipped.logits(image.astype(np.uint8)[None])[0].argmax(0)
+    hit = predicted == OCCLUDER
+    iou = (hit & truth).sum() / (hit | truth).sum()
+    assert iou >= OCCLUDER_FLOORS[occluder], iou
+    visible_face = np.isin(labels, FACE_CLASSES)
+    assert np.isin(predicted[visible_face], FACE_CLASSES).mean() >= 0.8
+
+
+def test_a_quick_model_is_never_shipped(capsys: pytest.CaptureFixture[str]) -> None:
+    from facefuse.cli import main
+
+    before = sha256_of(WEIGHTS_DIR / "face_segmenter.onnx")
+    assert main(["train", "segmenter", "--quick", "--until", "ship"]) == 2
+    assert "INVALID_OPTION" in capsys.readouterr().err
+    assert sha256_of(WEIGHTS_DIR / "face_segmenter.onnx") == before
