@@ -131,6 +131,12 @@ def test_errors_keep_their_codes_across_replicas(client: httpx.Client, server: L
     assert server.metric("facefuse_requests_total", route="/v1/fuse", code="422") >= 1
 
 
+def test_batch_jobs_are_refused_with_a_reason(client: httpx.Client, photos):
+    refused = client.post("/v1/jobs", files=[("source", ("s.jpg", photos["source"])),
+                                             ("targets", ("t.jpg", photos["target"]))])
+    assert assert_error(refused, ErrorCode.BAD_REQUEST)["details"] == {"backend": "ray"}
+
+
 def test_two_concurrent_requests_share_one_model_batch(client: httpx.Client, server: LiveRayServer, photos):
     from ray import serve
 
