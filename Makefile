@@ -27,7 +27,7 @@ run: install
 	$(BIN)/facefuse serve --host $(HOST) --port $(PORT)
 
 $(VENV)/.test-installed: $(VENV)/.installed
-	$(PIP) -e '.[convert,optimize,test,train]'
+	$(PIP) -e '.[convert,optimize,test,train,ray]'
 	touch $@
 
 # Debian's Chromium for the browser test (Playwright drives it; no browser is downloaded by Playwright itself).
@@ -46,6 +46,7 @@ test: install $(VENV)/.test-installed browser test-data
 	$(BIN)/python -m pytest
 
 bench: install $(VENV)/.test-installed test-data
+	$(BIN)/python benchmarks/load.py --backend ray
 	for s in analysis quality fusion_speed load optimize engines_cost jobs report; do $(BIN)/python benchmarks/$$s.py || exit 1; done
 
 clean:

@@ -31,8 +31,10 @@ def machine() -> str:
                 break
     except OSError:
         pass
+    load = f", load average {os.getloadavg()[0]:.1f} at the start (a shared machine: wall times inflate with it)" \
+        if hasattr(os, "getloadavg") else ""
     return (f"{os.cpu_count()} cores, {cpu}, Python {platform.python_version()}, "
-            f"onnxruntime {onnxruntime.__version__}, {datetime.date.today().isoformat()}")
+            f"onnxruntime {onnxruntime.__version__}, {datetime.date.today().isoformat()}{load}")
 
 
 def median(values: list[float]) -> float:

@@ -160,30 +160,49 @@ class Fuser:
         Photos given as bytes or paths are looked up in the analysis cache by content first; arrays are not
         (hashing megabytes of pixels costs about what it saves).
         """
-        start = time.perf_counter()
-        try:
-            data = image if isinstance(image, np.ndarray) else read_input_bytes(image, self.config.analysis.limits)
-            key = None if isinstance(data, np.ndarray) or not self.cache.max_bytes else content_key(data)
-            cached = self.cache.get(key) if key else None
-            if cached is not None:
-                lookup_ms = (time.perf_counter() - start) * 1000
-                return ImageAnalysis(cached.image, cached.faces, cached.rotation, {"cache_hit": lookup_ms})
-            pixels = decode_image(data, self.config.analysis.limits).pixels
-        except FacefuseError as exc:
-            raise exc if role == "image" else exc.about(role) from None
-        decode_ms = (time.perf_counter() - start) * 1000
-        analysis = self.analyzer.analyze(pixels)
-        analysis = replace(analysis, timings_ms={"decode": decode_ms, **analysis.timings_ms})
-        if key:
-            self.cache.put(key, analysis)
-        return analysis
+        found = self.analyze_many([(image, role)])[0]
+        if isinstance(found, FacefuseError):
+            raise found
+        return found
+
+    def analyze_many(self, images: list[tuple[ImageInput, str]]) -> list[ImageAnalysis | FacefuseError]:
+        """Several (photo, role) pairs at once, the faces of all of them in one FaceMesh batch (see
+        :meth:`FaceAnalyzer.analyze_many`). A photo that cannot be read gets its error in its place, so one bad
+        upload does not fail the other requests of a batch."""
+        found: list[ImageAnalysis | FacefuseError | None] = [None] * len(images)
+        fresh: list[tuple[int, np.ndarray, str | None, float]] = []  # index, pixels, cache key, decode ms
+        for index, (image, role) in enumerate(images):
+            start = time.perf_counter()
+            try:
+                data = image if isinstance(image, np.ndarray) else read_input_bytes(image, self.config.analysis.limits)
+                key = None if isinstance(data, np.ndarray) or not self.cache.max_bytes else content_key(data)
+                cached = self.cache.get(key) if key else None
+                if cached is not None:
+                    lookup_ms = (time.perf_counter() - start) * 1000
+                    found[index] = ImageAnalysis(cached.image, cached.faces, cached.rotation, {"cache_hit": lookup_ms})
+                    continue
+                pixels = decode_image(data, self.config.analysis.limits).pixels
+            except FacefuseError as exc:
+                found[index] = exc if role == "image" else exc.about(role)
+                continue
+            fresh.append((index, pixels, key, (time.perf_counter() - start) * 1000))
+        for (index, _, key, decode_ms), analysis in zip(fresh, self.analyzer.analyze_many([f[1] for f in fresh])):
+            analysis = replace(analysis, timings_ms={"decode": decode_ms, **analysis.timings_ms})
+            if key:
+                self.cache.put(key, analysis)
+            found[index] = analysis
+        return [item for item in found if item is not None]
 
     def prepare(self, source: ImageInput, options: FusionOptions) -> PreparedSource:
         """Everything about the source a fusion needs, done once: a video reuses it for every frame."""
-        engine = self.engine(options.engine)
+        self.engine(options.engine)  # an unknown engine fails before any photo is decoded
         watch = Stopwatch()
         analysis = self.analyze(source, "source")
         watch.lap("analyze_source")
+        return self._prepared(analysis, options, watch)
+
+    def _prepared(self, analysis: ImageAnalysis, options: FusionOptions, watch: Stopwatch) -> PreparedSource:
+        engine = self.engine(options.engine)
         # the gate's verdict waits for the restore stage, which may fix a blurry or small face
         face = _chosen(analysis, options.source_face, "source", allow_all=False, gate=False)[0]
         image, face, notes = self.restorer.source(analysis.image, face, options.restore, self.config.analysis.quality)
@@ -218,6 +237,22 @@ class Fuser:
         watch = Stopwatch()
         target_analysis = self.analyze(target, "target")
         watch.lap("analyze_target")
+        return self._fuse_prepared(prepared, target_analysis, options, watch)
+
+    def fuse_analyses(self, source: ImageAnalysis, target: ImageAnalysis,
+                      options: FusionOptions | None = None) -> FusionResult:
+        """The stages after analysis, for photos analysed elsewhere (the Ray Serve analysis deployment); their
+        analysis times count in the total as when :meth:`fuse` analyses them itself."""
+        options = options or FusionOptions()
+        source_watch = Stopwatch()
+        source_watch.timings["analyze_source"] = sum(source.timings_ms.values())
+        prepared = self._prepared(source, options, source_watch)
+        watch = Stopwatch()  # started after the source is prepared, as in fuse()
+        watch.timings["analyze_target"] = sum(target.timings_ms.values())
+        return self._fuse_prepared(prepared, target, options, watch)
+
+    def _fuse_prepared(self, prepared: PreparedSource, target_analysis: ImageAnalysis, options: FusionOptions,
+                       watch: Stopwatch) -> FusionResult:
         # the gate's verdict waits for the restore stage, which may fix a blurry or small face
         chosen = _chosen(target_analysis, options.target_face, "target", allow_all=True, gate=False)
         fusing = options.profile_degree > 0 or options.feature_degree > 0

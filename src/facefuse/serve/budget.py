@@ -20,6 +20,7 @@ class PixelBudget:
     def __init__(self, max_pixels: int) -> None:
         self.max_pixels = max_pixels
         self.in_use = 0
+        self.peak = 0  # the most ever held at once
         self._room = asyncio.Condition()
 
     @asynccontextmanager
@@ -36,6 +37,7 @@ class PixelBudget:
                                     "retry later, or send smaller photos",
                                     {"pixels": pixels, "in_use": self.in_use}) from None
             self.in_use += pixels
+            self.peak = max(self.peak, self.in_use)
         try:
             yield
         finally:
