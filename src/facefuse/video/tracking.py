@@ -13,7 +13,7 @@ alike to it, and a tiny face in a wide shot says little), the choice is made aga
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import cv2
 import numpy as np
@@ -273,5 +273,5 @@ class FaceTracker:
     def _tracked(self, track: Track, time: float) -> TrackedFace:
         mesh = track.smoother(track.mesh, time) if track.smoother is not None else track.mesh
         face = Face(box=mesh_box(mesh), score=1.0, keypoints=five_points(mesh), landmarks=mesh, pose=head_pose(mesh))
-        face.issues = [i for i in quality_issues(face, self.quality) if i.code in GATE_CODES]
-        return TrackedFace(track.id, face)
+        gate = tuple(i for i in quality_issues(face, self.quality) if i.code in GATE_CODES)
+        return TrackedFace(track.id, replace(face, issues=gate))  # faces are immutable: a new one with the verdict
