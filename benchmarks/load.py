@@ -15,13 +15,14 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import cv2
 import httpx
-from common import FACES, machine, percentile, write_section
+from common import FACES, machine, median, percentile, write_section
 from prometheus_client.parser import text_string_to_metric_families
 
 TARGET_720P = FACES / "face_recognition/obama-720p.jpg"
@@ -66,6 +67,22 @@ class Server:
                 return int(line.split()[1]) / 1024
         return float("nan")
 
+    def tree_memory_mb(self) -> tuple[float, float, int]:
+        """RSS and PSS summed over the server and every process below it (Ray's GCS, raylet, proxy, replicas),
+        and how many processes that is. PSS shares each shared page among its users, so it does not double-count."""
+        pids = descendants(self.process.pid) | {self.process.pid}
+        rss = pss = 0.0
+        for pid in pids:
+            try:
+                for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                    if line.startswith("Rss:"):
+                        rss += int(line.split()[1]) / 1024
+                    elif line.startswith("Pss:"):
+                        pss += int(line.split()[1]) / 1024
+            except OSError:  # the process ended in between
+                continue
+        return rss, pss, len(pids)
+
     def cpu_s(self) -> float:
         """User + system CPU seconds the server process has used (to tell its cost from the load generator's)."""
         fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -81,25 +98,54 @@ class Server:
         return values
 
     def stop(self) -> None:
-        self.process.send_signal(signal.SIGINT)
+        below = descendants(self.process.pid)
+        self.process.send_signal(signal.SIGTERM)  # graceful for both backends (SIGINT may be ignored in a background job)
         try:
-            self.process.wait(timeout=20)
+            self.process.wait(timeout=60)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        for pid in below:  # a Ray process that outlived its driver: end it, it is ours
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
-def start_server(max_batch: int, queue_size: int, cache_mb: int, window_ms: float) -> Server:
+def descendants(root: int) -> set[int]:
+    """Every process below ``root`` (from the parent ids in /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found: set[int] = set()
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def start_server(max_batch: int, queue_size: int, cache_mb: int, window_ms: float, extra: tuple[str, ...] = (),
+                 timeout_s: float = 60.0) -> Server:
     port = free_port()
     command = [sys.executable, "-m", "facefuse", "serve", "--host", "127.0.0.1", "--port", str(port),
-               "--max-batch", str(max_batch), "--queue-size", str(queue_size), "--log-level", "warning"]
+               "--max-batch", str(max_batch), "--queue-size", str(queue_size), "--log-level", "warning", *extra]
     started = time.perf_counter()
     env = {**os.environ, "FACEFUSE_ANALYSIS_CACHE_MB": str(cache_mb), "FACEFUSE_BATCH_WINDOW_MS": str(window_ms)}
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    # the server's log goes to a file: a pipe nobody reads fills up and blocks a server that logs much (Ray)
+    log = tempfile.TemporaryFile()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, env=env)
     url = f"http://127.0.0.1:{port}"
-    while time.perf_counter() - started < 60:
+    while time.perf_counter() - started < timeout_s:
         if process.poll() is not None:
-            raise RuntimeError(f"server exited: {process.stderr.read().decode() if process.stderr else ''}")
+            log.seek(0)
+            raise RuntimeError(f"server exited: {log.read().decode(errors='replace')[-4000:]}")
         try:
             if httpx.get(url + "/readyz", timeout=1).status_code == 200:
                 return Server(process, url, time.perf_counter() - started)
@@ -107,7 +153,7 @@ def start_server(max_batch: int, queue_size: int, cache_mb: int, window_ms: floa
             pass
         time.sleep(0.02)
     process.kill()
-    raise TimeoutError("server not ready within 60 s")
+    raise TimeoutError(f"server not ready within {timeout_s:.0f} s")
 
 
 @dataclass
@@ -115,6 +161,7 @@ class Phase:
     latencies_s: list[float] = field(default_factory=list)
     codes: dict[int, int] = field(default_factory=dict)
     elapsed_s: float = 0.0
+    stages_ms: list[dict[str, float]] = field(default_factory=list)  # each answer's Server-Timing
 
     @property
     def ok(self) -> int:
@@ -140,12 +187,34 @@ async def closed_loop(url: str, body: bytes, content_type: str, concurrency: int
             response = await http.post("/v1/fuse", content=body, headers=headers)
             phase.latencies_s.append(time.perf_counter() - start)
             phase.codes[response.status_code] = phase.codes.get(response.status_code, 0) + 1
+            if response.status_code == 200:
+                phase.stages_ms.append(server_timing(response.headers.get("server-timing", "")))
 
     async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as http:
         started = time.perf_counter()
         await asyncio.gather(*(client(http) for _ in range(concurrency)))
         phase.elapsed_s = time.perf_counter() - started
     return phase
+
+
+def server_timing(header: str) -> dict[str, float]:
+    """``name;dur=12.3, …`` → {name: 12.3}."""
+    found = {}
+    for part in header.split(","):
+        name, _, duration = part.strip().partition(";dur=")
+        if duration:
+            found[name] = float(duration)
+    return found
+
+
+def stage_split(stages: list[dict[str, float]]) -> tuple[float, float, float]:
+    """Median ms per request of the analysis work (decode → gate of both photos), the fusion work (prepare → encode)
+    and the rest of the server time (queues, moving data between processes)."""
+    analysis = [t.get("analyze_source", 0) + t.get("analyze_target", 0) for t in stages]
+    fusion = [t["total"] - t.get("analyze_source", 0) - t.get("analyze_target", 0) + t.get("encode", 0)
+              for t in stages if "total" in t]
+    queue = [t.get("queue", 0) for t in stages]
+    return median(analysis), median(fusion), median(queue)
 
 
 def batch_histogram(before: dict[str, float], after: dict[str, float], max_batch: int) -> dict[int, int]:
@@ -162,13 +231,110 @@ def batch_histogram(before: dict[str, float], after: dict[str, float], max_batch
     return histogram
 
 
+RAY_CONCURRENCY = (1, 8, 32)
+
+
+def ray_main(args: argparse.Namespace) -> None:
+    """Single process vs Ray Serve (1 and 2 replicas per deployment, ``@serve.batch`` on and off), every photo
+    analysed (analysis cache off), each server a fresh `facefuse serve` process, the configurations interleaved over
+    ``--rounds`` rounds and each figure the median of its rounds; writes the ``load_ray`` section."""
+    per_phase = args.requests or (12 if args.quick else 48)
+    max_seconds = args.max_seconds or (30.0 if args.quick else 60.0)
+    rounds = args.rounds or (1 if args.quick else 2)
+    body, content_type = multipart_body()
+    # every server: room for the whole closed loop (uploads, deadline), so the rows measure capacity, not refusals
+    common = ("--max-uploads", "64", "--deadline-ms", "60000")
+    # (label, max_batch, extra flags): 2 cores → 1 replica of each deployment takes 1 CPU, 2 replicas take half
+    configurations = [
+        ("single process", 2, ("--max-wait-ms", "2")),
+        ("Ray, 1 replica, batch off", 1, ("--backend", "ray", "--replicas", "1", "--num-cpus-per-replica", "1")),
+        ("Ray, 1 replica, batch ≤ 4", 4, ("--backend", "ray", "--replicas", "1", "--num-cpus-per-replica", "1",
+                                          "--max-wait-ms", "5")),
+        ("Ray, 2 replicas, batch off", 1, ("--backend", "ray", "--replicas", "2", "--num-cpus-per-replica", "0.5")),
+        ("Ray, 2 replicas, batch ≤ 4", 4, ("--backend", "ray", "--replicas", "2", "--num-cpus-per-replica", "0.5",
+                                           "--max-wait-ms", "5")),
+    ]
+    phases: dict[tuple[str, int], list[Phase]] = {}
+    starts: dict[str, list[tuple[float, float, float, int]]] = {}  # start s, RSS, PSS, processes
+    for round_no in range(rounds):
+        for label, max_batch, extra in configurations:
+            server = start_server(max_batch, queue_size=128, cache_mb=0, window_ms=0.0, extra=common + extra,
+                                  timeout_s=180.0)
+            try:
+                asyncio.run(closed_loop(server.url, body, content_type, 2, 6, max_seconds))  # warm-up
+                for concurrency in RAY_CONCURRENCY:
+                    count = max(per_phase, 2 * concurrency)
+                    phase = asyncio.run(closed_loop(server.url, body, content_type, concurrency, count, max_seconds))
+                    phases.setdefault((label, concurrency), []).append(phase)
+                    print(f"round {round_no + 1}: {label}, C={concurrency}: {phase.ok / phase.elapsed_s:.1f}/s "
+                          f"{phase.codes}", flush=True)
+                rss, pss, processes = server.tree_memory_mb()
+                starts.setdefault(label, []).append((server.cold_start_s, rss, pss, processes))
+            finally:
+                server.stop()
+    rows = ["| server | C | requests | fusions/s | p50 ms | p95 ms | non-200 | analysis / fusion / queue ms |",
+            "|---|---|---|---|---|---|---|---|"]
+    for (label, concurrency), runs in phases.items():
+        ms = [[v * 1000 for v in run.latencies_s] for run in runs]
+        codes: dict[int, int] = {}
+        for run in runs:
+            for code, n in run.codes.items():
+                codes[code] = codes.get(code, 0) + n
+        refused = ", ".join(f"{n}× {code}" for code, n in sorted(codes.items()) if code != 200)
+        split = [stage_split(run.stages_ms) for run in runs]
+        rows.append(f"| {label} | {concurrency} | {sum(len(m) for m in ms)} | "
+                    f"{median([run.ok / run.elapsed_s for run in runs]):.1f} | "
+                    f"{median([percentile(m, 50) for m in ms]):.0f} | {median([percentile(m, 95) for m in ms]):.0f} | "
+                    f"{refused or 0} | " + " / ".join(f"{median([s[i] for s in split]):.0f}" for i in range(3)) + " |")
+    memory = ["| server | start → /readyz 200 | processes | RSS, all together | PSS, all together |",
+              "|---|---|---|---|---|"]
+    for label, values in starts.items():
+        memory.append(f"| {label} | {', '.join(f'{v[0]:.1f} s' for v in values)} | {values[-1][3]} | "
+                      f"{median([v[1] for v in values]):.0f} MB | {median([v[2] for v in values]):.0f} MB |")
+    lines = [
+        "## Ray Serve vs the single process (`benchmarks/load.py --backend ray`)",
+        "",
+        (f"Machine: {machine()}, **shared with other engineers' jobs while this ran** (load average far above the "
+         f"2 cores): treat differences under ~30 % as noise. Each server is a fresh `facefuse serve` process "
+         f"(`--backend ray` starts a one-machine Ray with 2 CPUs), queue 128, `--max-uploads 64 --deadline-ms 60000` "
+         f"so the rows measure capacity rather than refusals; analysis cache off, so both photos of every request "
+         f"are decoded and analysed. Client: {'`--quick`, ' if args.quick else ''}closed loop of C connections "
+         f"posting the 720p pair of the section above, `Accept: image/jpeg`; max({per_phase}, 2·C) requests per row "
+         f"(or {max_seconds:.0f} s) after 6 warm-up requests; the configurations were run one after the other, "
+         f"{rounds} round(s), and each figure is the median over the rounds. On 2 cores, \"1 replica\" gives the "
+         "analysis and the fusion deployment one CPU each; \"2 replicas\" gives each of the four replicas half a "
+         "CPU (one ONNX Runtime and OpenCV thread). `batch ≤ 4`: `@serve.batch(max_batch_size=4, "
+         "batch_wait_timeout_s=0.005)` merges the photos of concurrent requests into one FaceMesh run; `batch off`: "
+         "one photo per run."),
+        "",
+        *rows,
+        "",
+        ("`analysis / fusion / queue ms`: medians per answered request, from its `Server-Timing` header — the "
+         "analysis work of both photos (decode → detect → landmarks → gate), the fusion work (align → engine → "
+         "blend → label → encode), and the server time outside both (waiting in queues, and with Ray moving the "
+         "request and both decoded photos between processes)."),
+        "",
+        "Start-up (each round) and memory (median, after the load, summed over the server process and every process "
+        "below it):",
+        "",
+        *memory,
+    ]
+    print(write_section("load_ray", "\n".join(lines)).read_text())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--backend", choices=["local", "ray"], default="local",
+                        help="ray: compare the single process with Ray Serve deployments (section load_ray)")
+    parser.add_argument("--rounds", type=int, default=None, help="--backend ray: interleaved rounds (median)")
     parser.add_argument("--quick", action="store_true", help="few requests per phase (for development)")
     parser.add_argument("--requests", type=int, default=None, help="requests per phase")
     parser.add_argument("--soak", type=int, default=None, help="requests of the RSS soak run")
     parser.add_argument("--max-seconds", type=float, default=None, help="time limit per phase")
     args = parser.parse_args()
+    if args.backend == "ray":
+        ray_main(args)
+        return
     per_phase = args.requests or (16 if args.quick else 200)
     soak = args.soak or (100 if args.quick else 2000)
     max_seconds = args.max_seconds or (30.0 if args.quick else 120.0)

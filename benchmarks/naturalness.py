@@ -200,8 +200,20 @@ def forehead(face, shape) -> np.ndarray:
     return mask > 0
 
 
+def hair_band(face, shape) -> np.ndarray:
+    """A band just above the top of the face oval (15 % of the face height): hair on everyone but the bald."""
+    top = face.landmarks[FACE_OVAL][face.landmarks[FACE_OVAL, 1] < face.landmarks[FACE_OVAL, 1].min()
+                                     + 0.2 * np.ptp(face.landmarks[FACE_OVAL, 1]), :2]
+    lift = 0.15 * float(np.ptp(face.landmarks[FACE_OVAL, 1]))
+    polygon = np.concatenate([top, top[::-1] - [0, lift]])
+    mask = np.zeros(shape[:2], np.uint8)
+    cv2.fillPoly(mask, [cv2.convexHull(polygon.astype(np.int32))], 1)
+    return mask > 0
+
+
 def hair_leak_rows(bench: Bench, sources: list[Path], targets: list[Path]) -> list[str]:
-    """Share of forehead pixels that moved ≥ 10 Lab units toward the source's hair colour (sampled above its brows)."""
+    """Share of the target's forehead that moved ≥ 10 Lab units toward the source's hair colour (sampled in a band
+    above the source's face oval)."""
     rows = []
     for mode in ("auto", "off"):
         shares = []
@@ -209,8 +221,8 @@ def hair_leak_rows(bench: Bench, sources: list[Path], targets: list[Path]) -> li
             src = bench.fuser.analyze(source)
             sface = max(src.faces, key=lambda f: f.area)
             lab_s = cv2.cvtColor(src.image, cv2.COLOR_RGB2Lab).astype(np.float32)
-            top = forehead(sface, src.image.shape)
-            hair = np.median(lab_s[top], axis=0) if top.any() else None
+            band = hair_band(sface, src.image.shape)
+            hair = np.median(lab_s[band], axis=0) if band.any() else None
             for target in targets:
                 if hair is None or target == source:
                     continue

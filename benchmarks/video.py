@@ -20,6 +20,8 @@ import numpy as np
 from common import FACES, REPO, SHARED, machine, median, write_section
 
 sys.path.insert(0, str(REPO / "tests"))
+import itertools
+
 from video_clips import OBAMA_720P, audio_packets, camera, load, write_clip
 
 from facefuse.fusion.engine import FusionOptions
@@ -82,7 +84,7 @@ def stability(fuser: Fuser, target: list[np.ndarray], output: list[np.ndarray]) 
 
     def motion(series: list[np.ndarray | None], per_point: bool) -> list[float]:
         out = []
-        for a, b in zip(series, series[1:]):
+        for a, b in itertools.pairwise(series):
             if a is not None and b is not None:
                 out.append(float(np.linalg.norm(b - a, axis=-1).mean()) if per_point else float(np.linalg.norm(b - a)))
         return out
@@ -142,14 +144,14 @@ def main() -> None:
     frames, runs, long_frames = (30, 1, 150) if args.quick else (60, 3, 600)
     fuser = Fuser()
     judge = IdentityJudge(fuser.store, fuser.runtime)
-    lines = ["## Video", "", f"`benchmarks/video.py{' --quick' if args.quick else ''}` on {machine()}; the VM was "
+    lines = ["## Video", "", (f"`benchmarks/video.py{' --quick' if args.quick else ''}` on {machine()}; the VM was "
              "shared with other jobs, so wall-clock figures are noisy: CPU ms per frame is the steadier one. "
              "Source `biden.jpg`, mesh engine, default options (detection every 10 frames, x264 veryfast CRF 20, "
-             "visible label on).", ""]
+             "visible label on)."), ""]
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
-        lines += ["| clip | frames | frames/s (wall, median) | CPU ms/frame | stages (s: decode / track / fuse / "
-                  "label / encode / assemble) |", "|---|---|---|---|---|"]
+        lines += [("| clip | frames | frames/s (wall, median) | CPU ms/frame | stages (s: decode / track / fuse / "
+                  "label / encode / assemble) |"), "|---|---|---|---|---|"]
         clips = {}
         for name, size in (("720p", (1280, 720)), ("1080p", (1920, 1080))):
             clip = work / f"{name}.mp4"
@@ -165,15 +167,15 @@ def main() -> None:
         lines += ["", "Goal: ≥ 15 frames/s at 720p with one face.", ""]
 
         lines += ["### Temporal stability and identity", "",
-                  "Motion: mean frame-to-frame movement of the 468 landmarks (px); jitter: their mean distance from "
+                  ("Motion: mean frame-to-frame movement of the 468 landmarks (px); jitter: their mean distance from "
                   "their own 5-frame moving average (px), so a smooth camera move does not count; flicker: mean "
                   "frame-to-frame change of the face's mean Lab colour (L scaled to 0–100). Each is the output's "
                   "minus the target's, with the target's own value in brackets; landmarks of both clips come from "
                   "per-frame detection (the same measuring noise on both sides). Identity: MobileFaceNet (never used "
                   "by the pipeline) cosine of the output face to the source photo, and the share of frames whose "
-                  "output face is closer to the source than to the target's own face in that frame.", "",
-                  "| clip | smoothing | motion | jitter | flicker | identity cos to source | frames closer to "
-                  "source | frames fused |", "|---|---|---|---|---|---|---|---|"]
+                  "output face is closer to the source than to the target's own face in that frame."), "",
+                  ("| clip | smoothing | motion | jitter | flicker | identity cos to source | frames closer to "
+                  "source | frames fused |"), "|---|---|---|---|---|---|---|---|"]
         for name, clip in (("720p portrait", clips["720p"]), ("short_hamilton_clip", HAMILTON)):
             target = rgb_frames(clip)
             for smoothing in (True, False):
@@ -192,17 +194,17 @@ def main() -> None:
         result = fuse_video(SOURCE, HAMILTON, work / "hamilton.mp4", fuser=fuser)
         same_audio = audio_packets(work / "hamilton.mp4") == audio_packets(HAMILTON)
         lines += ["### The real clip", "",
-                  f"`short_hamilton_clip.mp4`: {result.frames_fused} of {result.frames} frames fused "
+                  (f"`short_hamilton_clip.mp4`: {result.frames_fused} of {result.frames} frames fused "
                   f"({result.frames_fused / result.frames:.0%}; the rest show no face that passes the gate, or "
                   f"another person than the chosen one), {result.tracks} people tracked; audio packets of the output "
                   f"equal the input's: **{'yes' if same_audio else 'NO'}** "
-                  f"({len(audio_packets(HAMILTON))} packets).", ""]
+                  f"({len(audio_packets(HAMILTON))} packets)."), ""]
 
         long_clip = work / "long.mp4"
         portrait_clip(long_clip, (640, 360), long_frames)
         early, late, count = memory(fuser, long_clip, work)
-        lines += ["### Memory", "", f"RSS over a {count}-frame 640×360 clip: {early:.0f} MB after 10 % of the frames, "
-                  f"{late:.0f} MB at the end ({late - early:+.0f} MB): frames stream through; nothing holds the clip.",
+        lines += ["### Memory", "", (f"RSS over a {count}-frame 640×360 clip: {early:.0f} MB after 10 % of the frames, "
+                  f"{late:.0f} MB at the end ({late - early:+.0f} MB): frames stream through; nothing holds the clip."),
                   ""]
     path = write_section("video", "\n".join(lines))
     print(path.read_text())

@@ -1,7 +1,10 @@
-"""A real uvicorn server on a free loopback port, running ``create_app`` in a background thread.
+"""Live services for the tests: ``create_app`` in a real uvicorn server on a free loopback port (background
+thread), or ``ray_app`` deployed on a real local Ray Serve instance.
 
 The service is exercised exactly as deployed (real sockets, real HTTP parsing, real lifespan and model loading);
-only the process boundary is skipped, so each test module can afford its own differently configured server.
+for the single process only the process boundary is skipped, so each test module can afford its own differently
+configured server. Both kinds have the same interface (``url``, ``metric``, a context manager), so the same
+requests and assertions run against either.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import uvicorn
 from typing_extensions import Self
 
 from facefuse.config import StoreConfig
+from facefuse.errors import ERROR_TABLE, ErrorCode
 from facefuse.serve import ServeSettings, create_app
 from facefuse.serve.server import server_config
 
@@ -26,7 +30,50 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-class LiveServer:
+def assert_error(response: httpx.Response, code: ErrorCode) -> dict[str, Any]:
+    """The one error shape, with the status the table gives the code."""
+    assert response.headers["content-type"].startswith("application/json"), response.text[:200]
+    error: dict[str, Any] = response.json()["error"]
+    assert error["code"] == code.value, error
+    assert response.status_code == ERROR_TABLE[code].http_status
+    assert set(error) == {"code", "message", "hint", "details"}
+    assert error["message"] and error["hint"]
+    assert "Traceback" not in response.text
+    return error
+
+
+class _Live:
+    url: str
+
+    def _alive(self) -> bool:
+        return True
+
+    def _wait(self, path: str, timeout_s: float = 60.0) -> None:
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            if not self._alive():
+                raise RuntimeError("the server died during start-up")
+            try:
+                if httpx.get(self.url + path, timeout=2).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        raise TimeoutError(f"{self.url}{path} did not answer 200 within {timeout_s} s")
+
+    def metric(self, name: str, headers: dict[str, str] | None = None, **labels: str) -> float:
+        """One sample from /metrics (0 when the series does not exist yet)."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        text = httpx.get(self.url + "/metrics", timeout=10, headers=headers).text
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                    return float(sample.value)
+        return 0.0
+
+
+class LiveServer(_Live):
     """``with LiveServer(store, queue_size=8) as server: httpx.get(server.url + "/healthz")``."""
 
     def __init__(self, store: StoreConfig, *, wait_ready: bool = True, **settings: Any) -> None:
@@ -46,26 +93,30 @@ class LiveServer:
         self._server.should_exit = True
         self._thread.join(timeout=30)
 
-    def _wait(self, path: str, timeout_s: float = 60.0) -> None:
-        end = time.monotonic() + timeout_s
-        while time.monotonic() < end:
-            if not self._thread.is_alive():
-                raise RuntimeError("the server thread died during start-up")
-            try:
-                if httpx.get(self.url + path, timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        raise TimeoutError(f"{self.url}{path} did not answer 200 within {timeout_s} s")
+    def _alive(self) -> bool:
+        return self._thread.is_alive()
 
-    def metric(self, name: str, **labels: str) -> float:
-        """One sample from /metrics (0 when the series does not exist yet)."""
-        from prometheus_client.parser import text_string_to_metric_families
 
-        text = httpx.get(self.url + "/metrics", timeout=10).text
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                    return float(sample.value)
-        return 0.0
+class LiveRayServer(_Live):
+    """``ray_app`` on the Ray Serve instance the caller started (``ray.init`` + ``serve.start`` on ``http_port``),
+    under its own route prefix, so differently configured applications share one Ray (which takes ~10 s to start)."""
+
+    def __init__(self, store: StoreConfig, *, http_port: int, name: str, **settings: Any) -> None:
+        self.settings = ServeSettings(backend="ray", **settings)
+        self.store = store
+        self.name = name
+        self.url = f"http://127.0.0.1:{http_port}/{name}"
+
+    def __enter__(self) -> Self:
+        from ray import serve
+
+        from facefuse.serve import ray_app
+
+        serve.run(ray_app(self.settings, self.store), name=self.name, route_prefix=f"/{self.name}")
+        self._wait("/readyz", timeout_s=120)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from ray import serve
+
+        serve.delete(self.name)

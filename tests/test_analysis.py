@@ -359,3 +359,35 @@ def test_facemesh_takes_every_face_of_a_photo_in_one_batch(fuser, faces_dir):
     alone = [mesh.run(analysis.image, [roi])[0] for roi in rois]
     for (points_b, score_b), (points_1, score_1) in zip(together, alone):
         assert np.allclose(points_b, points_1, atol=1e-3) and abs(score_b - score_1) < 1e-5
+
+
+class _CountingSession:
+    def __init__(self, session) -> None:
+        self.session = session
+        self.batches: list[int] = []
+
+    def run(self, names, feed):
+        self.batches.append(len(next(iter(feed.values()))))
+        return self.session.run(names, feed)
+
+
+def test_photos_of_several_requests_analysed_in_one_batch_equal_one_by_one(store_config, faces_dir):
+    """``Fuser.analyze_many`` (the Ray analysis deployment's batch) runs FaceMesh once for the faces of every photo,
+    answers each photo with its own faces, and gives a photo that cannot be read its own error in its place."""
+    from facefuse.errors import ErrorCode, FacefuseError
+    from facefuse.pipeline import Fuser, FuserConfig
+
+    fresh = Fuser(FuserConfig(store=store_config, analysis_cache_mb=0))  # every photo really analysed
+    rec = faces_dir / "face_recognition"
+    photos = [(rec / "two_people.jpg").read_bytes(), b"not a photo", (rec / "obama.jpg").read_bytes()]
+    counted = _CountingSession(fresh.analyzer.mesh.session)  # the real ONNX Runtime session, its runs counted
+    fresh.analyzer.mesh.session = counted
+    together = fresh.analyze_many([(photos[0], "image"), (photos[1], "source"), (photos[2], "target")])
+    assert counted.batches[0] == 3  # the first FaceMesh run held the two faces of one photo and the face of the other
+    assert isinstance(together[1], FacefuseError) and together[1].code is ErrorCode.UNSUPPORTED_IMAGE
+    assert together[1].details["image"] == "source"
+    for batched, photo in zip([together[0], together[2]], [photos[0], photos[2]]):
+        alone = fresh.analyze(photo)
+        assert len(batched.faces) == len(alone.faces)
+        for a, b in zip(batched.faces, alone.faces):
+            assert np.allclose(a.landmarks, b.landmarks, atol=1e-2)

@@ -7,6 +7,7 @@ not use; the goals are the issue's (blotch share ≤ 3 % mean, mean |ΔL| ≤ 2.
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -90,3 +91,43 @@ def test_turned_faces_fuse_with_a_warning_past_the_warn_angle(store_config, face
     with pytest.raises(FacefuseError) as caught:
         strict.fuse(source, target, FusionOptions(visible_label=False, segmentation="off"))
     assert caught.value.code == ErrorCode.POSE_TOO_LARGE
+
+
+def _with_occluder(image: np.ndarray, face) -> tuple[np.ndarray, np.ndarray]:
+    """A dark glasses frame drawn from the eye landmarks onto the photo, and its mask."""
+    import cv2
+
+    mesh = face.landmarks
+    width = float(np.ptp(mesh[:, 0]))
+    mask = np.zeros(image.shape[:2], np.uint8)
+    for outer, inner in ((33, 133), (263, 362)):
+        centre = tuple(((mesh[outer, :2] + mesh[inner, :2]) / 2).astype(int))
+        cv2.ellipse(mask, centre, (int(width * 0.17), int(width * 0.12)), 0, 0, 360, 1, max(2, int(width * 0.03)))
+    cv2.line(mask, tuple(mesh[133, :2].astype(int)), tuple(mesh[362, :2].astype(int)), 1, max(2, int(width * 0.03)))
+    out = image.copy()
+    out[mask > 0] = (30, 25, 20)
+    return out, mask > 0
+
+
+def test_glasses_on_the_target_stay_on_top(fuser, faces_dir):
+    target = fuser.analyze(faces_dir / "face_recognition/obama.jpg")
+    occluded, mask = _with_occluder(target.image, target.faces[0])
+    source = faces_dir / "face_recognition/biden.jpg"
+
+    def psnr_inside(options: FusionOptions) -> float:
+        out = fuser.fuse(source, occluded, options).image
+        mse = float(np.mean((out[mask].astype(np.float64) - occluded[mask]) ** 2))
+        return 99.0 if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
+
+    kept = psnr_inside(FusionOptions(visible_label=False))
+    erased = psnr_inside(FusionOptions(visible_label=False, segmentation="off"))
+    assert kept >= 35.0, (kept, erased)
+    assert erased < 30.0, "without the segmenter the frame is painted over: the test must see the difference"
+
+
+def test_licence_switch_falls_back_to_classic_masks_with_a_warning(store_config, faces_dir):
+    strict = Fuser(FuserConfig(store=replace(store_config, allow_noncommercial_models=False)))
+    assert strict.segmenter() is None
+    result = strict.fuse(faces_dir / "face_recognition/biden.jpg", faces_dir / "face_recognition/obama.jpg",
+                         FusionOptions(visible_label=False))
+    assert any("classic geometric masks" in w for w in result.warnings), result.warnings

@@ -21,10 +21,10 @@ import httpx
 import numpy as np
 import pytest
 from PIL import Image
-from serve_helpers import LiveServer
+from serve_helpers import LiveServer, assert_error
 
 from facefuse.config import StoreConfig
-from facefuse.errors import ERROR_TABLE, ErrorCode
+from facefuse.errors import ErrorCode
 from facefuse.imageio import read_label
 from facefuse.serve.negotiation import image_format_wanted
 
@@ -61,18 +61,6 @@ def photos(faces_dir: Path) -> dict[str, Path]:
 
 def files(photos: dict[str, Path], source: str = "source", target: str = "target") -> dict[str, tuple[str, bytes]]:
     return {"source": ("s.jpg", photos[source].read_bytes()), "target": ("t.jpg", photos[target].read_bytes())}
-
-
-def assert_error(response: httpx.Response, code: ErrorCode) -> dict:
-    """The one error shape, with the status the table gives the code."""
-    assert response.headers["content-type"].startswith("application/json"), response.text[:200]
-    error = response.json()["error"]
-    assert error["code"] == code.value, error
-    assert response.status_code == ERROR_TABLE[code].http_status
-    assert set(error) == {"code", "message", "hint", "details"}
-    assert error["message"] and error["hint"]
-    assert "Traceback" not in response.text
-    return error
 
 
 def png_bytes(width: int, height: int) -> bytes:

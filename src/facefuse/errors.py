@@ -122,6 +122,10 @@ class FacefuseError(Exception):
     def to_dict(self) -> dict[str, Any]:
         return {"code": self.code.value, "message": self.message, "hint": self.hint, "details": self.details}
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle by fields (not ``args``), so the error crosses process boundaries (Ray replicas) intact."""
+        return (type(self), (self.code, self.message, self.hint, self.details))
+
     def about(self, role: str) -> FacefuseError:
         """The same error, saying which input (``source`` or ``target``) it concerns."""
         return FacefuseError(

@@ -118,25 +118,42 @@ class FaceAnalyzer:
         self.mesh = FaceMesh(runtime.session(store.ensure_precision("facemesh", self.config.precision)))
 
     def analyze(self, image: np.ndarray) -> ImageAnalysis:
-        timings: dict[str, float] = {}
+        return self.analyze_many([image])[0]
+
+    def analyze_many(self, images: list[np.ndarray]) -> list[ImageAnalysis]:
+        """Several photos, with the FaceMesh runs of all their faces batched together.
+
+        Why: the Ray Serve deployment merges concurrent requests (``@serve.batch``), and this is where their photos
+        share one model batch. Detection stays per photo (each has its own size); the landmark time reported for
+        every photo is that of the whole batch.
+        """
+        detected, detect_ms, reduced = [], [], []
+        for image in images:
+            start = time.perf_counter()
+            small, scale = analysis_copy(image)
+            reduced.append((small, scale))
+            detected.append(self._detect(small, scale))
+            detect_ms.append((time.perf_counter() - start) * 1000)
         start = time.perf_counter()
-        small, scale = analysis_copy(image)
-        view_image, view, detections = self._detect(small, scale)
-        timings["detect"] = (time.perf_counter() - start) * 1000
-        start = time.perf_counter()
-        faces = self._faces(view_image, view, detections)
-        upright = upright_rotation(view, faces)
-        if upright is not None:
-            turned, turned_view = make_view(small, upright, 0, scale)
+        faces_per_image = self._faces(detected)
+        for index, ((small, scale), (_, view, _), faces) in enumerate(zip(reduced, detected, faces_per_image)):
+            upright = upright_rotation(view, faces)
+            if upright is None:
+                continue
+            turned, turned_view = make_view(small, upright, 0, scale)  # rare: a turned photo still tilted
             found = self.detector.detect(turned)
             if max((d.score for d in found), default=0.0) >= self.config.quality.min_score:
-                view_image, view, faces = turned, turned_view, self._faces(turned, turned_view, found)
-        timings["landmarks"] = (time.perf_counter() - start) * 1000
-        start = time.perf_counter()
-        faces = [self._gated(image, face) for face in faces]
-        timings["quality"] = (time.perf_counter() - start) * 1000
-        faces.sort(key=lambda f: f.box[0] + f.box[2] / 2)
-        return ImageAnalysis(image, tuple(faces), view.rotation, timings)
+                detected[index] = (turned, turned_view, found)
+                faces_per_image[index] = self._faces([detected[index]])[0]
+        landmarks_ms = (time.perf_counter() - start) * 1000
+        analyses = []
+        for image, (_, view, _), faces, detect_time in zip(images, detected, faces_per_image, detect_ms):
+            start = time.perf_counter()
+            gated = sorted((self._gated(image, face) for face in faces), key=lambda f: f.box[0] + f.box[2] / 2)
+            quality_ms = (time.perf_counter() - start) * 1000
+            analyses.append(ImageAnalysis(image, tuple(gated), view.rotation,
+                                          {"detect": detect_time, "landmarks": landmarks_ms, "quality": quality_ms}))
+        return analyses
 
     def _gated(self, image: np.ndarray, face: Face) -> Face:
         """The face with its sharpness and the quality gate's verdict."""
@@ -161,20 +178,26 @@ class FaceAnalyzer:
         assert best is not None
         return best[1], best[2], best[3]
 
-    def _faces(self, view_image: np.ndarray, view: View, detections: list[Detection]) -> list[Face]:
-        """FaceMesh on every face of the photo in one batch, then once more, batched, on those whose mesh region
-        disagrees with the detector's."""
-        firsts = []
-        for det in detections:
-            centre = (det.box[:2] + det.box[2:]) / 2
-            side = float(max(det.box[2:] - det.box[:2])) * 1.5
-            firsts.append(roi_from_eyes(centre, det.points[0], det.points[1], side))
-        meshes = [mesh for mesh, _ in self.mesh.run(view_image, firsts)]
+    def _faces(self, detected: list[tuple[np.ndarray, View, list[Detection]]]) -> list[list[Face]]:
+        """FaceMesh on every face of every photo in one batch, then once more, batched, on those whose mesh
+        region disagrees with the detector's."""
+        regions = []
+        for view_image, _, detections in detected:
+            for det in detections:
+                centre = (det.box[:2] + det.box[2:]) / 2
+                side = float(max(det.box[2:] - det.box[:2])) * 1.5
+                regions.append((view_image, roi_from_eyes(centre, det.points[0], det.points[1], side)))
+        meshes = [mesh for mesh, _ in self.mesh.run_many(regions)]
         refined = [roi_from_mesh(mesh) for mesh in meshes]
-        again = [i for i, (first, region) in enumerate(zip(firsts, refined)) if needs_second_pass(first, region)]
-        for i, (mesh, _) in zip(again, self.mesh.run(view_image, [refined[i] for i in again])):
+        again = [i for i, ((_, first), region) in enumerate(zip(regions, refined)) if needs_second_pass(first, region)]
+        for i, (mesh, _) in zip(again, self.mesh.run_many([(regions[i][0], refined[i]) for i in again])):
             meshes[i] = mesh
-        return [self._face(view, det, mesh) for det, mesh in zip(detections, meshes)]
+        faces, first = [], 0
+        for _, view, detections in detected:
+            faces.append([self._face(view, det, mesh)
+                          for det, mesh in zip(detections, meshes[first:first + len(detections)])])
+            first += len(detections)
+        return faces
 
     @staticmethod
     def _face(view: View, det: Detection, mesh: np.ndarray) -> Face:

@@ -83,9 +83,14 @@ class FaceMesh:
 
     def run(self, image: np.ndarray, rois: list[Roi]) -> list[tuple[np.ndarray, float]]:
         """Points in image pixels and face presence for each region, all regions in one batch."""
-        if not rois:
+        return self.run_many([(image, roi) for roi in rois])
+
+    def run_many(self, regions: list[tuple[np.ndarray, Roi]]) -> list[tuple[np.ndarray, float]]:
+        """Like :meth:`run` for regions of several images: the faces of many photos (of many requests) in one batch."""
+        if not regions:
             return []
-        crops = [self.crop(image, roi) for roi in rois]
+        rois = [roi for _, roi in regions]
+        crops = [self.crop(image, roi) for image, roi in regions]
         tensor = np.stack([patch for patch, _ in crops]).astype(np.float32).transpose(0, 3, 1, 2) / 255.0
         if self.batched:
             raw, flags = self.session.run(None, {self.input_name: tensor})

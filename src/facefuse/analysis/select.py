@@ -20,8 +20,12 @@ def parse_face_choice(value: str | int) -> str | int:
                         "use 'largest', 'all' or a face index counted from 0, left to right", {"value": str(value)})
 
 
-def select_faces(analysis: ImageAnalysis, choice: str | int, *, allow_all: bool = True) -> list[Face]:
+def select_faces(analysis: ImageAnalysis, choice: str | int, *, allow_all: bool = True,
+                 gate: bool = True) -> list[Face]:
     """The chosen faces after the quality gate; raises the gate's error when nothing usable is left.
+
+    ``gate=False`` returns a single chosen face even when the gate flagged it (``all`` still returns every face),
+    so the restore stage can try to fix it before the gate's verdict is applied.
 
     With ``all``, faces that fail the gate are skipped (their issues stay on the face for the caller to report),
     and only when every face fails does the first one's issue become the error.
@@ -34,7 +38,7 @@ def select_faces(analysis: ImageAnalysis, choice: str | int, *, allow_all: bool 
     if choice == "all":
         if not allow_all:
             raise FacefuseError(ErrorCode.INVALID_OPTION, "'all' is not allowed here", "choose 'largest' or an index")
-        accepted = [f for f in faces if f.accepted]
+        accepted = [f for f in faces if f.accepted or not gate]
         if not accepted:
             raise_first_issue(max(faces, key=lambda f: f.area))
         return accepted
@@ -47,5 +51,6 @@ def select_faces(analysis: ImageAnalysis, choice: str | int, *, allow_all: bool 
                                 f"choose an index from 0 to {len(faces) - 1}, counted left to right",
                                 {"index": choice, "faces": len(faces)})
         face = faces[choice]
-    raise_first_issue(face)
+    if gate:
+        raise_first_issue(face)
     return [face]

@@ -88,6 +88,8 @@ def add_fuser_options(parser: argparse.ArgumentParser) -> None:
     quality.add_argument("--min-score", type=float, default=defaults.min_score, help="lowest detection confidence")
     quality.add_argument("--min-face", type=int, default=defaults.min_face_px, help="smallest face side in pixels")
     quality.add_argument("--max-yaw", type=float, default=defaults.max_yaw, help="largest |yaw| in degrees")
+    quality.add_argument("--warn-yaw", type=float, default=defaults.warn_yaw,
+                         help="|yaw| beyond which a fusion succeeds with a warning (its hidden side is filled)")
     quality.add_argument("--max-pitch", type=float, default=defaults.max_pitch, help="largest |pitch| in degrees")
     quality.add_argument("--min-sharpness", type=float, default=defaults.min_sharpness,
                          help="lowest Laplacian variance of the aligned face")
@@ -107,6 +109,6 @@ def fuser_config(args: argparse.Namespace) -> FuserConfig:
             try_rotations=not args.no_rotate,
             precision=Precision(args.precision),
             quality=QualityConfig(min_score=args.min_score, min_face_px=args.min_face, max_yaw=args.max_yaw,
-                                  max_pitch=args.max_pitch, min_sharpness=args.min_sharpness),
+                                  warn_yaw=args.warn_yaw, max_pitch=args.max_pitch, min_sharpness=args.min_sharpness),
         ),
     )

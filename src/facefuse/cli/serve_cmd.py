@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 from typing import Any
 
 from pydantic import ValidationError
@@ -42,19 +43,49 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
 
 
 def run(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from ..serve.app import create_app
-    from ..serve.server import server_config
-
     settings = settings_from_args(args)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if settings.host not in LOOPBACK_HOSTS and settings.api_key is None:
         logging.getLogger("facefuse.serve").warning(
             "listening on %s without an API key: anyone who can reach this address can use the service",
             settings.host)
-    server = uvicorn.Server(server_config(create_app(settings), settings, log_level=args.log_level,
-                                         access_log=args.log_level == "debug"))
+    if settings.backend == "ray":
+        return run_on_ray(settings, args.log_level)
+    return run_local(settings, args.log_level)
+
+
+def run_on_ray(settings: ServeSettings, log_level: str) -> int:
+    """Join the Ray cluster (``RAY_ADDRESS``, a local ``ray start`` cluster, or a new one-machine cluster) and run
+    the application on it until Ctrl-C."""
+    try:
+        import ray
+        from ray import serve
+
+        from ..serve.ray_serve import ray_app
+    except ImportError as exc:
+        raise FacefuseError(ErrorCode.INVALID_OPTION, f"--backend ray needs Ray Serve ({exc})",
+                            "install it with: pip install 'facefuse[ray]'", {"option": "backend"}) from None
+    ray.init(log_to_driver=log_level in ("debug", "info"))  # the replicas' logs, on this terminal
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # systemd/Kubernetes stop = Ctrl-C: shut down cleanly
+    serve.start(http_options={"host": settings.host, "port": settings.port})
+    try:
+        serve.run(ray_app(settings), name="facefuse", route_prefix="/", blocking=True)
+    except KeyboardInterrupt:
+        serve.shutdown()  # a normal stop: the replicas go with the application
+    except RuntimeError as exc:  # a deployment could not start (its replicas' logs say why)
+        raise FacefuseError(ErrorCode.NOT_READY, f"the Ray application did not start: {exc}",
+                            "see the replica logs (`ray logs` or the Ray dashboard)") from None
+    return 0
+
+
+def run_local(settings: ServeSettings, log_level: str) -> int:
+    import uvicorn
+
+    from ..serve.app import create_app
+    from ..serve.server import server_config
+
+    server = uvicorn.Server(server_config(create_app(settings), settings, log_level=log_level,
+                                         access_log=log_level == "debug"))
     try:
         server.run()
     except (KeyboardInterrupt, SystemExit):

@@ -189,8 +189,10 @@ def compose(image: np.ndarray, rendered: RenderedFace, options: FusionOptions,
     if rendered.keep_target is not None:
         keep = np.maximum(keep, rendered.keep_target[sub])
     if parsing is not None:
-        covered = np.maximum(parsing.target_keep[sub], parsing.source_hidden[sub])
-        keep = np.maximum(keep, covered)
+        # the photo's own pixels under its occluders; elsewhere the reshaped target
+        target = cv2.blendLinear(parsing.target_photo[sub], target, parsing.target_keep[sub],
+                                 1.0 - parsing.target_keep[sub])
+        keep = np.maximum(keep, np.maximum(parsing.target_keep[sub], parsing.source_hidden[sub]))
         base = np.ones_like(mask) if face_skin is None else face_skin
         face_skin = base * parsing.source_skin[sub] * (1.0 - parsing.source_hidden[sub])
         target_skin = base * parsing.target_skin[sub] * (1.0 - parsing.target_keep[sub])
@@ -200,13 +202,16 @@ def compose(image: np.ndarray, rendered: RenderedFace, options: FusionOptions,
         blended = poisson_blend(face, target, mask)
     else:
         blended = multiband_blend(face, target, mask)
+    paste = region[sub]
     if parsing is not None:
-        # an occluder's own edges must stay crisp: the pyramid would soften a glasses frame into the new skin
+        # an occluder stays the photo's own bytes: the pyramid would soften a glasses frame into the new skin, and
+        # a round trip through the crop would resample it, so the paste-back leaves those pixels alone
         on_top = parsing.target_keep[sub] * (mask > 0.01)
         blended = cv2.blendLinear(target, blended, on_top, 1.0 - on_top)
         blended = unsharp(blended, options.sharpen, mask * (1.0 - on_top))
+        paste = paste * (1.0 - on_top)
     else:
         blended = unsharp(blended, options.sharpen, mask)
     to_box = rendered.matrix.copy()
     to_box[:, 2] -= (x0, y0)  # image → the box's own pixels
-    return paste_back(image, blended, region[sub], to_box)
+    return paste_back(image, blended, paste, to_box)

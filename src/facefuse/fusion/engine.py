@@ -56,6 +56,11 @@ class FusionOptions(Options):
     sharpen: float = option(
         0.35, "Sharpen", "0–1: halo-free unsharp mask on the new face (restores detail lost to warping)",
         ge=0, le=1, allow_inf_nan=False)
+    restore: Literal["auto", "on", "off"] = option(
+        "auto", "Restore poor faces",
+        "auto: restore a source or target face the quality gate finds blurry, small (< 96 px) or heavily "
+        "compressed, before fusion; on: every chosen face; off: never. Uses our UTKFace-trained restorer "
+        "(non-commercial research licence; skipped with a warning when the deployment disallows such models)")
     crop_size: int = option(
         512, "Crop size", "128–1024 px: side of the aligned face crop the mesh engine renders; work grows with its "
         "square, so the service takes it from its operator, not from requests",

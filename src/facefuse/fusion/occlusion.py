@@ -1,10 +1,12 @@
 """The segment stage: which pixels of the rendered crops are face skin, hair or an occluder — engine-agnostic.
 
 The segmenter (``face_segmenter``, see :mod:`facefuse.analysis.segmentation` and its model card) runs once per
-rendered face on two 128-px crops in one batch: the target as the engine reshaped it, and the new face. Both are
-already in the target's geometry and framed like the segmenter's own crop (the engines' aligned crop), so its masks
-need no warping, only scaling. They decide:
-- what stays the target's on top of the output: its glasses, fringe, hands, mask, microphone (``target_keep``);
+rendered face on two 128-px crops in one batch: the target's aligned crop *as photographed* (not reshaped: an
+occluder stays exactly where it was, whatever the engine did to the face under it), and the new face (already in
+the target's geometry). Both are framed like the segmenter's own crop (the engines' aligned crop), so its masks need
+no warping, only scaling. They decide:
+- what stays the target's on top of the output, pixel for pixel: its glasses, fringe, hands, mask, microphone
+  (``target_keep``, with ``target_photo``: the unreshaped crop those pixels come from);
 - which source pixels are not the source's face (its hair, glasses, a hand) and must not be used (``source_hidden``:
   the target's own skin, relit like the rest, shows there instead of a smear of the source's hair);
 - where each photo's bare skin is, for the relight stage (``target_skin``, ``source_skin``).
@@ -19,6 +21,7 @@ import cv2
 import numpy as np
 
 from ..analysis.segmentation import HAIR, OCCLUDER, SEGMENT_SIZE, SKIN, FaceSegmenter
+from ..geometry.align import aligned_crop
 from .engine import RenderedFace
 
 
@@ -27,26 +30,37 @@ class OcclusionMasks:
     """Soft masks (float32, 0–1) at the rendered crop's size."""
 
     target_keep: np.ndarray
+    target_photo: np.ndarray
     source_hidden: np.ndarray
     target_skin: np.ndarray
     source_skin: np.ndarray
 
 
-def occlusion_masks(segmenter: FaceSegmenter, rendered: RenderedFace) -> OcclusionMasks:
-    crops = np.stack([cv2.resize(c, (SEGMENT_SIZE, SEGMENT_SIZE), interpolation=cv2.INTER_AREA)
-                      for c in (rendered.target_crop, rendered.crop)])
-    target, source = segmenter.probabilities(crops)
+def occlusion_masks(segmenter: FaceSegmenter, rendered: RenderedFace, image: np.ndarray) -> OcclusionMasks:
+    """The masks of one rendered face of the target photo ``image``."""
     size = rendered.crop.shape[1], rendered.crop.shape[0]
+    photo = aligned_crop(image, rendered.matrix, size[0])
+    crops = np.stack([cv2.resize(c, (SEGMENT_SIZE, SEGMENT_SIZE), interpolation=cv2.INTER_AREA)
+                      for c in (photo, rendered.crop)])
+    target, source = segmenter.probabilities(crops)
 
     def up(plane: np.ndarray) -> np.ndarray:
         return cv2.resize(plane, size, interpolation=cv2.INTER_LINEAR)
 
     return OcclusionMasks(
-        target_keep=up(_confident(target[HAIR] + target[OCCLUDER])),
+        target_keep=_grown(up(_confident(target[HAIR] + target[OCCLUDER])), size[0]),
+        target_photo=photo,
         source_hidden=up(_confident(source[HAIR] + source[OCCLUDER])),
         target_skin=up(target[SKIN]),
         source_skin=up(source[SKIN]),
     )
+
+
+def _grown(mask: np.ndarray, size: int) -> np.ndarray:
+    """The mask grown by ~1.5 % of the crop: a thin glasses frame is a pixel or two at the segmenter's 128 px, and its
+    anti-aliased edge must come from the photo too, not half from the new face."""
+    radius = max(1, size // 64)
+    return cv2.dilate(mask, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1, 2 * radius + 1)))
 
 
 def _confident(probability: np.ndarray) -> np.ndarray:

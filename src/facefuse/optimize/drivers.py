@@ -18,11 +18,13 @@ import numpy as np
 from ..analysis.detectors import DETECTORS
 from ..analysis.landmarks import FaceMesh, roi_from_mesh
 from ..analysis.types import Face
+from ..config import QualityConfig
 from ..errors import ErrorCode, FacefuseError
 from ..fusion.engine import FusionOptions, SourceFace
 from ..fusion.recognizer import RECOGNIZERS, Recognizer
 from ..fusion.swappers import SWAPPERS, SwapperEngine, SwapperFiles, make_swapper
 from ..models import ModelStore, Task
+from ..restore import RESTORER, Restorer
 from ..runtime import Runtime
 
 
@@ -63,6 +65,12 @@ def _recognizer_driver(model: str) -> Driver:
     return lambda session, sample: Recognizer(session, spec).embed(sample.image, [f.keypoints for f in sample.faces])
 
 
+def _restorer_driver(session: Any, sample: Sample) -> list[np.ndarray]:
+    """The restore stage's source path on every face: scaled-up region, tiled when large, restored (uint8 RGB)."""
+    restorer = Restorer(session)
+    return [restorer.restore_source(sample.image, face, QualityConfig())[0] for face in sample.faces]
+
+
 def _swapper_driver(name: str, store: ModelStore, runtime: Runtime, model_path: Path | None) -> Driver:
     """Swapped crops of every face of a photo, all with one identity: that of the first face the driver sees
     (embedded by the FP32 recognizer, so only the swapper under test differs between two runs)."""
@@ -94,8 +102,10 @@ def model_kind(name: str, store: ModelStore, runtime: Runtime, detection_thresho
         return ModelKind(Task.LANDMARKER, _mesh_driver)
     if entry.task is Task.RECOGNIZER and name in RECOGNIZERS:
         return ModelKind(Task.RECOGNIZER, _recognizer_driver(name))
+    if entry.task is Task.ENHANCER and name == RESTORER:
+        return ModelKind(Task.ENHANCER, _restorer_driver)
     raise FacefuseError(ErrorCode.INVALID_OPTION, f"model '{name}' has no calibration driver",
                         "models that can be optimised: "
-                        + ", ".join(sorted({m for m, _ in DETECTORS.values()} | {"facemesh"} | set(RECOGNIZERS)))
+                        + ", ".join(sorted({m for m, _ in DETECTORS.values()} | {"facemesh", RESTORER} | set(RECOGNIZERS)))
                         + ", and the swappers",
                         {"model": name})

@@ -1,7 +1,8 @@
-"""The HTTP service and its web page: ``create_app(ServeSettings(...))`` or ``facefuse serve``.
+"""The HTTP service and its web page: ``create_app(ServeSettings(...))`` or ``facefuse serve``; on Ray Serve,
+``ray_app(ServeSettings(...))`` or ``facefuse serve --backend ray``.
 
-``create_app`` is imported on first use: FastAPI costs ~0.3 s to import, which `facefuse detect` and the library
-should not pay.
+Both are imported on first use: FastAPI costs ~0.3 s to import, which `facefuse detect` and the library should not
+pay, and Ray (an optional extra) is imported only by ``ray_app``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Any
 
 from .settings import ServeSettings
 
-__all__ = ["ServeSettings", "create_app"]
+__all__ = ["ServeSettings", "create_app", "ray_app"]
 
 
 def __getattr__(name: str) -> Any:
@@ -18,4 +19,8 @@ def __getattr__(name: str) -> Any:
         from .app import create_app
 
         return create_app
+    if name == "ray_app":
+        from .ray_serve import ray_app
+
+        return ray_app
     raise AttributeError(name)

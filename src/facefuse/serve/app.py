@@ -6,7 +6,6 @@ one process, and nothing is loaded at import time.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import version
@@ -21,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from swagger_ui_bundle import swagger_ui_path
 
 from ..config import StoreConfig
-from .scheduler import RequestScheduler
+from .backend import FusionBackend, LocalBackend
 from .http_errors import install_error_handlers
 from .jobs_routes import jobs_api
 from .metrics import ServiceMetrics
@@ -64,23 +63,23 @@ def _serve_docs_offline(app: FastAPI) -> None:
                                    swagger_favicon_url="/docs-assets/favicon-32x32.png")
 
 
-def create_app(settings: ServeSettings | None = None, *, store: StoreConfig | None = None) -> FastAPI:
+def create_app(settings: ServeSettings | None = None, *, store: StoreConfig | None = None,
+               backend: FusionBackend | None = None) -> FastAPI:
+    """The service; ``backend`` runs the models (default: :class:`LocalBackend`, this process). The Ray Serve
+    ingress passes a ``RayBackend`` here — every route, limit and error is the same either way."""
     settings = settings or ServeSettings()
+    store = store or StoreConfig()
     metrics = ServiceMetrics(settings.max_batch)
-    state = ServiceState(settings=settings, store=store or StoreConfig(), metrics=metrics)
+    state = ServiceState(settings=settings, store=store, metrics=metrics,
+                         backend=backend or LocalBackend(settings, store))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        state.scheduler = RequestScheduler(workers=settings.workers, max_batch=settings.max_batch,
-                                           max_wait_ms=settings.max_wait_ms, queue_size=settings.queue_size,
-                                           metrics=metrics)
-        state.scheduler.start()
-        loading = asyncio.get_running_loop().run_in_executor(None, state.load_models)
+        await state.backend.start(metrics)
         try:
             yield
         finally:
-            await state.scheduler.stop()
-            await asyncio.gather(loading, return_exceptions=True)  # a load in progress finishes first
+            await state.backend.stop()
 
     app = FastAPI(title="facefuse", version=version("facefuse"), lifespan=lifespan, docs_url=None, redoc_url=None,
                   generate_unique_id_function=lambda route: route.name,  # operationIds: fuse, detect, healthz…

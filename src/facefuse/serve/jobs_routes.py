@@ -26,6 +26,7 @@ from ..jobs import IntakeLimits, JobKind, JobOptions, JobRecord, JobRunner, JobS
 from ..jobs.metrics import JobMetrics
 from ..schema import Scope, fields_of, invalid_options
 from ..video.options import VideoOptions
+from .backend import LocalBackend
 from .routes import require_key, service
 from .state import ServiceState
 from .uploads import (
@@ -54,9 +55,14 @@ class JobService:
 @asynccontextmanager
 async def jobs_lifespan(app: FastAPI) -> AsyncIterator[None]:
     state = service_of(app)
+    backend = state.backend
+    if not isinstance(backend, LocalBackend):  # jobs run on this process's Fuser and disk; Ray replicas have neither
+        app.state.jobs = None
+        yield
+        return
     settings = state.settings
     store = JobStore(settings.jobs_root(state.store.home), settings.job_retention_hours * 3600)
-    runner = JobRunner(store, lambda: state.fuser, workers=settings.job_workers,
+    runner = JobRunner(store, lambda: backend.fuser, workers=settings.job_workers,
                        metrics=JobMetrics(state.metrics.registry, store),
                        clean_every_s=min(60.0, settings.job_retention_hours * 3600 / 4))
     runner.start()
@@ -73,7 +79,11 @@ def service_of(app: FastAPI) -> Any:
 
 
 def _jobs(request: Request) -> JobService:
-    jobs: JobService = request.app.state.jobs
+    jobs: JobService | None = request.app.state.jobs
+    if jobs is None:
+        raise FacefuseError(ErrorCode.BAD_REQUEST, "batch jobs are not available on the Ray Serve backend",
+                            "send the photos to /v1/fuse one by one (they spread over the replicas), or run batch "
+                            "jobs on a single-process `facefuse serve`", {"backend": "ray"})
     return jobs
 
 

@@ -193,6 +193,12 @@ OPERATION_ERRORS: dict[tuple[str, str], tuple[ErrorCode, ...]] = {
     ("get", "/healthz"): (),
     ("get", "/readyz"): (ErrorCode.NOT_READY,),
     ("get", "/metrics"): (),
+    ("post", "/v1/jobs"): _UPLOAD + (ErrorCode.UNSUPPORTED_VIDEO, ErrorCode.CORRUPT_VIDEO, ErrorCode.JOB_TOO_LARGE,
+                                     ErrorCode.BAD_ARCHIVE, ErrorCode.STORAGE_FULL, ErrorCode.NOT_READY,
+                                     ErrorCode.QUEUE_FULL),
+    ("get", "/v1/jobs/{job_id}"): (ErrorCode.NOT_FOUND, ErrorCode.JOB_EXPIRED),
+    ("get", "/v1/jobs/{job_id}/result"): (ErrorCode.NOT_FOUND, ErrorCode.JOB_NOT_DONE, ErrorCode.JOB_EXPIRED),
+    ("delete", "/v1/jobs/{job_id}"): (ErrorCode.NOT_FOUND,),
 }
 
 _IMAGE_TYPES = sorted(MEDIA_TYPES.values())

@@ -51,6 +51,12 @@ class Job:
     abandoned: str | None = None  # why nobody waits for the result any more: "disconnected" or "deadline"
 
 
+def deadline_exceeded(budget_s: float, details: dict[str, Any]) -> FacefuseError:
+    """The 504 every backend gives when the answer is not ready within the request's deadline."""
+    return FacefuseError(ErrorCode.DEADLINE_EXCEEDED, f"no answer within the {budget_s * 1000:.0f} ms deadline",
+                         "the server is busy: retry later, or send smaller photos", details)
+
+
 @dataclass(frozen=True)
 class Outcome(Generic[T]):
     value: T
@@ -122,10 +128,7 @@ class RequestScheduler:
     def _abandoned_error(job: Job, reason: str) -> Exception:
         if reason == "disconnected":
             return ClientGone()
-        return FacefuseError(ErrorCode.DEADLINE_EXCEEDED,
-                             f"no answer within the {(job.deadline - job.admitted) * 1000:.0f} ms deadline",
-                             "the server is busy: retry later, or send smaller photos",
-                             {"started": job.started is not None})
+        return deadline_exceeded(job.deadline - job.admitted, {"started": job.started is not None})
 
     def _admit(self, work: Callable[[], Any], deadline: float) -> Job:
         if self._pending >= self.queue_size:

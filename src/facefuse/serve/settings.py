@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, create_model, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -86,6 +86,17 @@ class _Settings(JobSettings, BaseSettings):
     analysis_cache_mb: int = Field(64, ge=0, description="decoded photos whose face analysis is kept, keyed by "
                                                          "content, so reused templates skip detection (0: off)")
 
+    backend: Literal["local", "ray"] = Field(
+        "local", description="local: this process; ray: Ray Serve deployments (pip install facefuse[ray]) — "
+                             "analysis and fusion scale separately, FaceMesh batched across requests")
+    replicas: int = Field(1, ge=1, le=1024, description="Ray: replicas of each deployment (ingress, analysis, fusion)")
+    autoscale: str = Field("", pattern=r"^(\d+,\d+)?$",
+                           description="Ray: 'min,max' replicas per deployment (min >= 1), scaled on load "
+                                       "(overrides --replicas)")
+    num_cpus_per_replica: float = Field(1.0, gt=0, le=256,
+                                        description="Ray: CPUs reserved by each replica; ONNX Runtime uses as many "
+                                                    "threads")
+
     @field_validator("cors_origin", "engines", "allowed_hosts", mode="before")
     @classmethod
     def _split_list(cls, value: object) -> object:
@@ -105,6 +116,22 @@ class _Settings(JobSettings, BaseSettings):
         (e.g. ``crop_size``) this server was started with."""
         return FusionOptions(engine=self.engines[0],
                              **{name: getattr(self, name) for name in fields_of(FusionOptions, Scope.OPERATOR)})
+
+    @field_validator("autoscale")
+    @classmethod
+    def _ordered_range(cls, value: str) -> str:
+        if value:
+            low, high = (int(n) for n in value.split(","))
+            if not 1 <= low <= high:  # no scale-to-zero: /readyz and the routes need a replica of each to answer
+                raise ValueError(f"'{value}' is not 'min,max' with 1 <= min <= max")
+        return value
+
+    @property
+    def autoscale_range(self) -> tuple[int, int] | None:
+        if not self.autoscale:
+            return None
+        low, high = (int(n) for n in self.autoscale.split(","))
+        return low, high
 
     @property
     def max_body_bytes(self) -> int:
@@ -126,13 +153,14 @@ class _Settings(JobSettings, BaseSettings):
     def image_limits(self) -> ImageLimits:
         return ImageLimits(max_bytes=int(self.max_image_mb * 1024 * 1024), max_pixels=self.max_pixels)
 
-    def fuser_config(self, store: StoreConfig | None = None) -> FuserConfig:
-        """The library configuration: ONNX Runtime threads are split across ``workers`` so they don't oversubscribe."""
+    def fuser_config(self, store: StoreConfig | None = None, threads: int | None = None) -> FuserConfig:
+        """The library configuration: ONNX Runtime threads are split across ``workers`` so they don't oversubscribe,
+        or pinned to ``threads`` (a Ray replica's CPU share)."""
         providers = tuple(p for p in self.providers.split(",") if p.strip()) or None
         return FuserConfig(
             store=replace(store or StoreConfig(), allow_noncommercial_models=self.allow_noncommercial_models),
-            runtime=RuntimeConfig(providers=providers, concurrency=self.workers, batch_window_ms=self.batch_window_ms,
-                                  batch_max=self.max_batch,
+            runtime=RuntimeConfig(providers=providers, concurrency=self.workers, intra_op_threads=threads or 0,
+                                  batch_window_ms=self.batch_window_ms, batch_max=self.max_batch,
                                   gpu=GpuOptions(**{name: getattr(self, name) for name in fields_of(GpuOptions)})),
             analysis=AnalysisConfig(detector=self.detector, precision=self.precision, limits=self.image_limits()),
             analysis_cache_mb=self.analysis_cache_mb,

@@ -273,5 +273,5 @@ class FaceTracker:
     def _tracked(self, track: Track, time: float) -> TrackedFace:
         mesh = track.smoother(track.mesh, time) if track.smoother is not None else track.mesh
         face = Face(box=mesh_box(mesh), score=1.0, keypoints=five_points(mesh), landmarks=mesh, pose=head_pose(mesh))
-        gate = tuple(i for i in quality_issues(face, self.quality) if i.code in GATE_CODES)
-        return TrackedFace(track.id, replace(face, issues=gate))  # faces are immutable: a new one with the verdict
+        issues = tuple(i for i in quality_issues(face, self.quality) if i.code in GATE_CODES)
+        return TrackedFace(track.id, replace(face, issues=issues))

@@ -103,9 +103,12 @@ def degrade(rgb: np.ndarray, rng: np.random.Generator, config: DegradeConfig = D
     if not ok:
         raise RuntimeError("JPEG encoding failed")
     small = cv2.imdecode(buf, cv2.IMREAD_COLOR)[:, :, ::-1].astype(np.float32) / 255.0
-    lq = cv2.resize(small, (config.size, config.size), interpolation=cv2.INTER_LINEAR)
+    # colour jitter on the low-resolution image (per-pixel operations: the same as after scaling back), so the
+    # bicubic baseline starts from exactly what the network sees
     if rng.random() < config.jitter_prob:
-        lq = lq + rng.uniform(-config.jitter_shift, config.jitter_shift, 3).astype(np.float32) / 255.0
+        small = small + rng.uniform(-config.jitter_shift, config.jitter_shift, 3).astype(np.float32) / 255.0
     if rng.random() < config.photometric_prob:
-        lq = _photometric(lq, rng)
+        small = _photometric(small, rng)
+    small = np.clip(small, 0, 1).astype(np.float32)
+    lq = cv2.resize(small, (config.size, config.size), interpolation=cv2.INTER_LINEAR)
     return Degraded(lq=np.clip(lq, 0, 1).astype(np.float32), small=small, gt=gt)

@@ -31,10 +31,10 @@ def write_card(path: Path, config: TrainConfig, summary: dict) -> Path:
 | input | `[N,3,128,128]` float32 RGB in 0..1 (pixels / 255), dynamic batch: the mesh engine's aligned crop at 128 px (`similarity(face.keypoints, crop_template(128))`, the face in the middle ~55 %) |
 | output | `[N,8,128,128]` float32 logits: {", ".join(f"{i} {name}" for i, name in enumerate(CLASSES))} |
 | network | U-Net of plain 3×3 convolutions + batch norm (folded) + ReLU, widths {config.widths}, half-resolution encoder, full-resolution branch of {config.full} channels; {summary.get("parameters", "?")} parameters, {summary.get("onnx_bytes", 0) / 1e6:.2f} MB |
-| training | {config.steps} steps × batch {config.batch} (first {config.crop_share:.0%} on random {config.crop} px windows, then whole crops), AdamW lr {config.lr} with warm-up + cosine, cross-entropy + 0.5 soft Dice, seed {config.seed} |
-| training time | {minutes:.0f} min on this project's shared 2-core CPU VM (1 PyTorch thread, `nice`, other trainings running at the same time) |
+| training | {config.steps} steps × batch {config.batch} (random {config.crop} px windows for the first {config.crop_share:.0%} of the schedule, then whole crops; in the shipped recipe steps 0–1259 and 1800–1818 used windows), AdamW lr {config.lr} with warm-up + cosine, cross-entropy + 0.5 soft Dice, seed {config.seed}; the shipped run is `make train-segmenter`'s recipe: 1800 steps, then continued to {config.steps} |
+| training time | {minutes:.0f} min of training steps on this project's shared 2-core CPU VM (1 PyTorch thread, `nice`, other trainings running at the same time) |
 | ONNX parity | max \\|PyTorch − ONNX Runtime\\| = {summary.get("parity_max_abs_diff", float("nan")):.1e} |
-| reproduce | `make train-segmenter` (= `facefuse train segmenter --out artifacts/segmenter`; resumable) |
+| reproduce | `make train-segmenter` (`facefuse train segmenter --steps 1800 --until train`, then `--steps 2600`; resumable) |
 
 ## Data
 

@@ -71,6 +71,12 @@ def ship(config: TrainConfig) -> dict:
 
 
 def _train_seconds(config: TrainConfig) -> float:
-    """Wall time the run spent in training steps, from its log (first to last record, across resumes)."""
+    """Wall time the run spent in training steps, from its log, across resumes: a gap between two records far
+    slower per step than the run's median (the process was stopped, then resumed) counts at the median rate."""
     lines = [json.loads(line) for line in (config.out / "log.jsonl").read_text().splitlines() if line.strip()]
-    return round(lines[-1]["time"] - lines[0]["time"], 1) if len(lines) > 1 else 0.0
+    gaps = [(b["time"] - a["time"], b["step"] - a["step"]) for a, b in zip(lines, lines[1:]) if b["step"] > a["step"]]
+    if not gaps:
+        return 0.0
+    rates = sorted(seconds / steps for seconds, steps in gaps)
+    typical = rates[len(rates) // 2]
+    return round(sum(min(seconds, 10 * typical * steps) for seconds, steps in gaps), 1)

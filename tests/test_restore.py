@@ -1,0 +1,130 @@
+"""The restore stage with the restorer shipped in the package, on real photos (no PyTorch involved)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from facefuse.analysis.quality import sharpness
+from facefuse.config import QualityConfig
+from facefuse.fusion.engine import FusionOptions
+from facefuse.pipeline import Fuser, FuserConfig
+from facefuse.restore import RESTORER, RestoreConfig, Restorer, blockiness, face_region, seam_score, tile_starts
+
+UTKFACE = Path(__file__).resolve().parents[2] / "shared" / "train" / "utkface" / "images"
+
+
+def _jpeg(rgb: np.ndarray, quality: int) -> np.ndarray:
+    ok, buf = cv2.imencode(".jpg", rgb[:, :, ::-1], [cv2.IMWRITE_JPEG_QUALITY, quality])
+    assert ok
+    return cv2.imdecode(buf, cv2.IMREAD_COLOR)[:, :, ::-1].copy()
+
+
+@pytest.fixture(scope="module")
+def obama(faces_dir: Path) -> np.ndarray:
+    return cv2.imread(str(faces_dir / "face_recognition" / "obama.jpg"))[:, :, ::-1].copy()
+
+
+@pytest.fixture(scope="module")
+def degraded_obama(obama: np.ndarray) -> np.ndarray:
+    """A poor source: a quarter of the size (face ≈ 70 px), JPEG quality 30."""
+    return _jpeg(cv2.resize(obama, None, fx=0.25, fy=0.25, interpolation=cv2.INTER_AREA), 30)
+
+
+@pytest.fixture(scope="module")
+def restorer(fuser) -> Restorer:
+    return fuser.restorer.model()
+
+
+def test_shipped_model_is_verified_and_marked_non_commercial(fuser):
+    result = fuser.store.verify(RESTORER)
+    assert result.status == "ok", result
+    entry = fuser.store.registry.get(RESTORER)
+    assert entry.commercial_use is False and entry.sha256 == result.sha256
+    assert result.path.stat().st_size <= 5 * 1024 * 1024
+    assert result.path.with_suffix(".md").is_file(), "the model card ships next to the weights"
+
+
+def test_restorer_brings_a_degraded_face_closer_to_the_original(restorer, faces_dir):
+    """A real hold-out-style check: UTKFace faces (128 px), downscaled ×3 + JPEG 50 and scaled back; the restored
+    face must be nearer the clean one than the degraded input is."""
+    from facefuse_training.common.data import in_holdout  # noqa: PLC0415 - only the file name hash, no torch
+
+    names = sorted(p for p in UTKFACE.iterdir() if in_holdout(p.name))[:12]
+    gains = []
+    for path in names:
+        clean = cv2.resize(cv2.imread(str(path))[:, :, ::-1], (128, 128), interpolation=cv2.INTER_AREA)
+        small = _jpeg(cv2.resize(clean, (43, 43), interpolation=cv2.INTER_AREA), 50)
+        degraded = cv2.resize(small, (128, 128), interpolation=cv2.INTER_LINEAR)
+        restored = restorer.restore(degraded)
+        err_in = np.abs(degraded.astype(float) - clean).mean()
+        err_out = np.abs(restored.astype(float) - clean).mean()
+        gains.append(err_in - err_out)
+    assert np.mean(gains) > 0, gains
+
+
+def test_auto_restores_a_small_compressed_source_and_says_so(fuser, degraded_obama, obama):
+    on = fuser.fuse(degraded_obama, obama, FusionOptions(restore="auto"))
+    assert any(w.startswith("restored the source face") for w in on.warnings), on.warnings
+    assert on.timings_ms["restore"] > 0
+    off = fuser.fuse(degraded_obama, obama, FusionOptions(restore="off"))
+    assert not any("restore" in w for w in off.warnings)
+    assert not np.array_equal(on.image, off.image)
+
+
+def test_auto_leaves_a_good_source_alone(fuser, obama, faces_dir):
+    biden = cv2.imread(str(faces_dir / "face_recognition" / "biden.jpg"))[:, :, ::-1].copy()
+    result = fuser.fuse(obama, biden, FusionOptions(restore="auto"))
+    assert not any("restore" in w for w in result.warnings), result.warnings
+
+
+def test_source_restore_gives_a_crop_as_faithful_as_bicubic(fuser, restorer, degraded_obama, obama):
+    """The degraded source is the original at 1/4 size: the restored, scaled-up crop is no farther from the
+    full-resolution photo than a plain bicubic upscale (within 3 %), the face's coordinates move along and its
+    quality is re-measured on the crop."""
+    face = max(fuser.analyze(degraded_obama).faces, key=lambda f: f.area)
+    crop, moved = restorer.restore_source(degraded_obama, face, QualityConfig())
+    x0, y0, x1, y1 = face_region(degraded_obama, face, restorer.config.margin)
+    size = (crop.shape[1], crop.shape[0])
+    assert moved.box[2] >= 90 and np.all(moved.keypoints >= 0) and np.all(moved.keypoints[:, 0] < size[0])
+    truth = cv2.resize(obama[4 * y0:4 * y1, 4 * x0:4 * x1], size, interpolation=cv2.INTER_AREA).astype(float)
+    plain = cv2.resize(degraded_obama[y0:y1, x0:x1], size, interpolation=cv2.INTER_CUBIC)
+    assert np.abs(crop - truth).mean() < 1.03 * np.abs(plain - truth).mean()
+    assert moved.sharpness is not None and moved.sharpness == sharpness(crop, moved.keypoints)
+
+
+def test_licence_switch_skips_the_restorer_with_a_warning(store_config, degraded_obama, obama):
+    fuser = Fuser(FuserConfig(store=replace(store_config, allow_noncommercial_models=False)))
+    result = fuser.fuse(degraded_obama, obama, FusionOptions(restore="on"))
+    assert any("restore skipped" in w and "allow_noncommercial_models" in w for w in result.warnings)
+    assert not any(w.startswith("restored") for w in result.warnings)
+
+
+def test_compression_shows_in_blockiness(obama):
+    grey = cv2.cvtColor(obama, cv2.COLOR_RGB2GRAY)
+    assert blockiness(cv2.cvtColor(_jpeg(obama, 15), cv2.COLOR_RGB2GRAY)) > 1.35 > blockiness(grey)
+
+
+@pytest.mark.parametrize("length, tile, overlap", [(100, 256, 32), (256, 256, 32), (300, 256, 32), (1000, 256, 32)])
+def test_tiles_cover_with_overlap(length, tile, overlap):
+    starts = tile_starts(length, tile, overlap)
+    assert starts[0] == 0 and min(length, starts[-1] + tile) == length
+    assert all(b - a <= tile - overlap for a, b in zip(starts, starts[1:]))
+
+
+def test_feathered_tiles_leave_no_seams(fuser, obama):
+    """A 600×700 face region cut into 256 px tiles: across the tile borders the feathered result steps no more than
+    the one-pass result does at the same lines (the photo's own texture), while hard tiles show their borders."""
+    session = fuser.restorer.model().session
+    region = obama[150:850, 150:750]
+    whole = Restorer(session, RestoreConfig(tile=4096)).restore(region)
+    feathered = Restorer(session, RestoreConfig(tile=256, overlap=32)).restore(region)
+    hard = Restorer(session, RestoreConfig(tile=256, overlap=0)).restore(region)
+    reference = seam_score(whole, 256, 32)["ratio"]
+    assert seam_score(feathered, 256, 32)["ratio"] < reference + 0.02
+    assert seam_score(hard, 256, 0)["ratio"] > seam_score(whole, 256, 0)["ratio"] + 0.1
+    assert np.abs(feathered.astype(int) - whole).mean() < 0.5

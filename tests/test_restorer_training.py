@@ -1,0 +1,135 @@
+"""Restorer training for real on a tiny configuration: teacher, iterative pruning, distillation, ONNX export with
+parity, and INT8 through `facefuse optimize` (needs the 'train' extra: PyTorch and torch-pruning)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+
+from facefuse.cli import main
+from facefuse_training.common.loop import LoopSpec, train_loop
+from facefuse_training.common.seeding import seed_everything, step_rng
+from facefuse_training.restorer.degrade import DegradeConfig, blur_kernel, degrade
+from facefuse_training.restorer.model import UNet, UNetConfig
+from facefuse_training.restorer.student import step_ratio
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`facefuse train restorer --quick`, the way a user runs it."""
+    out = tmp_path_factory.mktemp("restorer")
+    assert main(["train", "restorer", "--quick", "--out", str(out), "--no-progress"]) == 0
+    return out
+
+
+def test_every_stage_leaves_its_file(quick_run: Path):
+    for name in ("teacher.pt", "pruned_1.pt", "pruned_2.pt", "pruned.pt", "pruned_ft.pt", "student.pt",
+                 "restorer.onnx", "restorer.md", "summary.json", "train.log.jsonl"):
+        assert (quick_run / name).is_file(), name
+    records = [json.loads(line) for line in (quick_run / "train.log.jsonl").read_text().splitlines()]
+    assert {r["stage"] for r in records} >= {"teacher", "prune1", "prune2", "student", "pruned_ft"}
+    assert all(np.isfinite(r["loss"]) for r in records)
+
+
+def test_student_is_pruned_to_the_goals(quick_run: Path):
+    summary = json.loads((quick_run / "summary.json").read_text())
+    teacher, student = summary["costs"]["teacher"], summary["costs"]["student"]
+    assert student["params"] <= 0.4 * teacher["params"]      # ≥ 60 % fewer parameters
+    assert student["macs_256"] <= teacher["macs_256"] / 3    # ≤ 1/3 of the FLOPs
+    assert summary["costs"]["pruned"] == student             # distillation keeps the pruned structure
+
+
+def test_report_fields(quick_run: Path):
+    holdout = json.loads((quick_run / "summary.json").read_text())["holdout"]
+    assert {"degraded input", "bicubic + unsharp", "teacher", "pruned", "pruned_ft", "student"} <= set(holdout)
+    for name in ("pruned", "pruned_ft", "student"):
+        assert {"psnr_db", "ssim", "fidelity_psnr_db", "fidelity_ssim"} <= set(holdout[name])
+        assert 0 < holdout[name]["ssim"] <= 1 and holdout[name]["psnr_db"] > 10
+
+
+def test_onnx_matches_pytorch_at_any_batch_and_size(quick_run: Path):
+    student = torch.load(quick_run / "student.pt", weights_only=False).eval()
+    session = ort.InferenceSession(str(quick_run / "restorer.onnx"), providers=["CPUExecutionProvider"])
+    for shape in [(1, 3, 32, 32), (3, 3, 48, 80)]:
+        x = np.random.default_rng(0).random(shape, dtype=np.float32)
+        got = session.run(None, {"input": x})[0]
+        with torch.no_grad():
+            expected = student(torch.from_numpy(x)).numpy()
+        assert got.shape == shape
+        assert np.abs(got - expected).max() < 1e-4
+    assert json.loads((quick_run / "summary.json").read_text())["parity_max_abs_diff"] < 1e-4
+
+
+def test_int8_through_facefuse_optimize(quick_run: Path, faces_dir: Path, tmp_path: Path, capsys):
+    report_path = tmp_path / "report.json"
+    code = main(["optimize", str(quick_run / "restorer.onnx"), "--contract", "restorer", "--precision", "int8",
+                 "--calibration", str(faces_dir / "face-api-js"), "--max-images", "10", "--runs", "3",
+                 "--output", str(tmp_path / "r.int8.onnx"), "--report", str(report_path)])
+    assert code in (0, 1)  # the report decides pass/fail; a tiny model may miss the limits
+    report = json.loads(report_path.read_text())
+    assert {"min_psnr_db", "mean_psnr_db", "min_ssim", "mean_ssim"} <= set(report["metrics"])
+    assert report["precision"] == "int8" and (tmp_path / "r.int8.onnx").is_file()
+
+
+def test_resumed_training_equals_uninterrupted(tmp_path: Path):
+    """4 steps, stop, 2 more from the checkpoint == 6 steps in one go (same batches, same optimiser state)."""
+    def fresh() -> UNet:
+        seed_everything(3)
+        return UNet(UNetConfig(base=4, levels=2))
+
+    def loss_for(model: UNet):
+        def loss_at(step: int):
+            x = torch.from_numpy(step_rng(7, step).random((2, 3, 16, 16), dtype=np.float32))
+            return (model(x) - x.flip(-1)).abs().mean(), {}
+        return loss_at
+
+    straight = fresh()
+    train_loop({"m": straight}, straight.parameters(), loss_for(straight), LoopSpec(steps=6, progress=False))
+    ckpt = tmp_path / "m.ckpt"
+    first = fresh()
+    train_loop({"m": first}, first.parameters(), loss_for(first), LoopSpec(steps=4, checkpoint=ckpt, progress=False))
+    resumed = fresh()  # a new process: weights from the checkpoint, not from memory
+    train_loop({"m": resumed}, resumed.parameters(), loss_for(resumed),
+               LoopSpec(steps=6, checkpoint=ckpt, progress=False))
+    for a, b in zip(straight.parameters(), resumed.parameters()):
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_grad_checkpoint_gives_the_same_gradients():
+    seed_everything(0)
+    model = UNet(UNetConfig(base=4, levels=3)).train()
+    x = torch.rand(2, 3, 32, 32)
+    grads = []
+    for flag in (False, True):
+        model.grad_checkpoint = flag
+        model.zero_grad()
+        model(x).square().mean().backward()
+        grads.append([p.grad.clone() for p in model.parameters()])
+    for a, b in zip(*grads):
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_iterative_ratios_reach_the_total():
+    kept = 1.0
+    for k in (1, 2, 3):
+        kept *= 1 - step_ratio(0.5, 3, k)
+        assert kept == pytest.approx(1 - 0.5 * k / 3)
+
+
+def test_degradation_follows_the_scaled_gfpgan_ranges():
+    config = DegradeConfig(size=128)
+    assert config.sigma_range == pytest.approx((0.025, 2.5)) and config.kernel_size == 11
+    rng = np.random.default_rng(0)
+    assert blur_kernel(rng, config).sum() == pytest.approx(1.0, abs=1e-5)
+    face = (np.random.default_rng(1).random((128, 128, 3)) * 255).astype(np.uint8)
+    a, b = degrade(face, np.random.default_rng(5), config), degrade(face, np.random.default_rng(5), config)
+    assert np.array_equal(a.lq, b.lq), "the same generator gives the same degradation"
+    assert a.lq.shape == a.gt.shape == (128, 128, 3) and a.lq.dtype == np.float32
+    assert 0 <= a.lq.min() and a.lq.max() <= 1 and not np.array_equal(a.lq, a.gt)
+    sides = [degrade(face, np.random.default_rng(s), config).small.shape[0] for s in range(40)]
+    assert min(sides) >= 128 / 8 - 1 and max(sides) <= 128 / 0.8 + 1 and max(sides) > 2 * min(sides)
