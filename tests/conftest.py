@@ -70,3 +70,12 @@ def fuser(store_config):
 
     return Fuser(FuserConfig(store=store_config))
 
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's Chromium under Playwright, one for the whole session (see tests/browser.py)."""
+    from browser import chromium_browser
+
+    with chromium_browser() as chromium:
+        yield chromium

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from job_helpers import make_clip
 from serve_helpers import LiveServer
-from test_web_page import ARTIFACTS, browser, open_page  # noqa: F401  (browser is a fixture)
+from test_web_page import ARTIFACTS, open_page
 
 from facefuse.config import StoreConfig
 from facefuse.imageio import read_label
@@ -25,7 +25,7 @@ def server(store_config: StoreConfig, tmp_path_factory: pytest.TempPathFactory) 
         yield live
 
 
-def test_photo_batch_from_the_page(browser, server, faces_dir: Path):  # noqa: F811
+def test_photo_batch_from_the_page(browser, server, faces_dir: Path):
     rec = faces_dir / "face_recognition"
     context, page, problems = open_page(browser, server, viewport={"width": 1280, "height": 900})
     try:
@@ -55,7 +55,7 @@ def test_photo_batch_from_the_page(browser, server, faces_dir: Path):  # noqa: F
         context.close()
 
 
-def test_page_asks_for_the_api_key_and_the_source(browser, server, faces_dir: Path):  # noqa: F811
+def test_page_asks_for_the_api_key_and_the_source(browser, server, faces_dir: Path):
     rec = faces_dir / "face_recognition"
     context, page, problems = open_page(browser, server, viewport={"width": 390, "height": 844}, is_mobile=True)
     try:
@@ -72,7 +72,7 @@ def test_page_asks_for_the_api_key_and_the_source(browser, server, faces_dir: Pa
         context.close()
 
 
-def test_video_job_plays_in_the_page(browser, server, faces_dir: Path, tmp_path: Path):  # noqa: F811
+def test_video_job_plays_in_the_page(browser, server, faces_dir: Path, tmp_path: Path):
     rec = faces_dir / "face_recognition"
     clip = make_clip(tmp_path / "clip.mp4", faces_dir, frames=40, fps=20)
     context, page, problems = open_page(browser, server, viewport={"width": 1280, "height": 900})
@@ -106,7 +106,7 @@ def test_video_job_plays_in_the_page(browser, server, faces_dir: Path, tmp_path:
         context.close()
 
 
-def test_cancel_from_the_page_stops_the_job(browser, server, faces_dir: Path, tmp_path: Path):  # noqa: F811
+def test_cancel_from_the_page_stops_the_job(browser, server, faces_dir: Path, tmp_path: Path):
     clip = make_clip(tmp_path / "long.mp4", faces_dir, frames=120, fps=20, audio=False)
     context, page, problems = open_page(browser, server, viewport={"width": 1280, "height": 900})
     try:

@@ -92,7 +92,7 @@ def create_app(settings: ServeSettings | None = None, *, store: StoreConfig | No
     app.include_router(jobs_api)  # batch jobs, with their own lifespan (runner start/stop)
     app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
     _serve_docs_offline(app)
-    keyed = {route.path for route in api.routes if isinstance(route, APIRoute)}
+    keyed = {route.path for router in (api, jobs_api) for route in router.routes if isinstance(route, APIRoute)}
     install_openapi(app, settings, state.fuse_models, keyed_paths=keyed)
     if settings.cors_origin:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origin, allow_methods=["GET", "POST", "DELETE"],

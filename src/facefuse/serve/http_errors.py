@@ -7,6 +7,8 @@ answer whose body names the request id, never a traceback.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+
 import logging
 
 from fastapi import FastAPI, Request
@@ -14,6 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
+from starlette.routing import BaseRoute, Match
 
 from ..errors import ErrorCode, FacefuseError
 from ..schema import validation_problems
@@ -71,12 +74,28 @@ async def _facefuse_error(request: Request, exc: Exception) -> JSONResponse:
 async def _framework_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = _FRAMEWORK_CODES.get(exc.status_code, ErrorCode.BAD_REQUEST)
-    headers = dict(exc.headers or {})  # the router's Allow on 405 (RFC 9110)
-    allowed = [method.strip() for method in headers.get("Allow", "").split(",")]
-    if "GET" in allowed and "HEAD" not in allowed:  # middleware.HeadAsGet answers HEAD wherever GET is
-        headers["Allow"] = ", ".join([*allowed, "HEAD"])
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:  # Allow (RFC 9110): every method of every route on this path, not only the first's
+        allowed = _allowed_methods(request)
+        if "GET" in allowed:  # middleware.HeadAsGet answers HEAD wherever GET is
+            allowed.add("HEAD")
+        headers["Allow"] = ", ".join(sorted(allowed))
     return error_response(FacefuseError(code, str(exc.detail), "see /docs for the endpoints and their methods"),
                           _request_id(request), headers)
+
+
+def _allowed_methods(request: Request) -> set[str]:
+    scope = {**request.scope, "method": "GET"}
+    return {method for route in _leaf_routes(request.app.router.routes)
+            if route.matches(scope)[0] != Match.NONE for method in getattr(route, "methods", None) or ()}
+
+
+def _leaf_routes(routes: Iterable[BaseRoute]) -> Iterator[BaseRoute]:
+    """Every route, routers included with ``include_router`` opened up (FastAPI nests them when they have a
+    lifespan of their own)."""
+    for route in routes:
+        nested = getattr(route, "original_router", None)
+        yield from _leaf_routes(nested.routes) if nested is not None else (route,)
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:

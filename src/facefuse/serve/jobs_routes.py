@@ -27,6 +27,7 @@ from ..jobs.metrics import JobMetrics
 from ..schema import Scope, fields_of, invalid_options
 from ..video.options import VideoOptions
 from .backend import LocalBackend
+from .openapi import without_null
 from .routes import require_key, service
 from .state import ServiceState
 from .uploads import (
@@ -34,6 +35,7 @@ from .uploads import (
     _media_type,
     _text_fields,
     _unsupported_body,
+    form_values,
     fusion_request,
     multipart_parts,
     unique_fields,
@@ -103,7 +105,7 @@ def _request_body() -> dict[str, Any]:
         "source": {**binary, "description": "the photo whose face is used"},
         "targets": {"type": "array", "items": binary, "minItems": 1,
                     "description": "photos, zips of photos, or exactly one video (repeat the field)"},
-        **options.get("properties", {}), **video}}
+        **{name: without_null(value) for name, value in options.get("properties", {}).items()}, **video}}
     return {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": schema}}}}
 
 
@@ -134,7 +136,7 @@ def parse_job(request: Request, body: bytes, state: ServiceState, max_items: int
     video = VideoOptions(**{name: texts.pop(name) for name in list(texts) if name in _VIDEO_FIELDS})
     form_model = state.fuse_models[0]
     try:
-        given = form_model.model_validate(texts)
+        given = form_model.model_validate(form_values(form_model, texts))
     except ValidationError as exc:
         raise invalid_options(exc, form_model) from None
     fusion, encoding = fusion_request(given, state.defaults)

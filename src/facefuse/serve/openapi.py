@@ -235,7 +235,7 @@ def error_responses(codes: Iterable[ErrorCode]) -> dict[str, Any]:
 # -- request bodies --------------------------------------------------------------------------------------------
 
 
-def _without_null(schema: dict[str, Any]) -> dict[str, Any]:
+def without_null(schema: dict[str, Any]) -> dict[str, Any]:
     """A form field is either absent or text: drop the ``null`` branch pydantic gives optional fields."""
     options = schema.get("anyOf")
     if not options:
@@ -272,7 +272,7 @@ def request_body(title: str, files: dict[str, str], json_model: type[BaseModel],
     form = form_model.model_json_schema()
     file_parts = {name: {"type": "string", "format": "binary", "description": f"{text} {about}"}
                   for name, text in files.items()}
-    text_parts = {name: _without_null(value) for name, value in form["properties"].items() if name not in files}
+    text_parts = {name: without_null(value) for name, value in form["properties"].items() if name not in files}
     form = {**form, "title": f"{title}Form", "properties": {**file_parts, **text_parts},
             "required": list(dict.fromkeys([*files, *form.get("required", [])]))}
     data = {**json_model.model_json_schema(), "title": f"{title}JSON"}

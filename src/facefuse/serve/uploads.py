@@ -290,7 +290,7 @@ def _text_fields(fields: dict[str, bytes], files: tuple[str, ...]) -> dict[str, 
     return texts
 
 
-def _form_values(model: type[BaseModel], texts: dict[str, str]) -> dict[str, Any]:
+def form_values(model: type[BaseModel], texts: dict[str, str]) -> dict[str, Any]:
     """Form text as the model's input, with booleans written ``true`` or ``false`` only (what the OpenAPI document,
     the web page and curl users write); pydantic alone would also read ``0``, ``off``, ``yes``… as booleans."""
     values: dict[str, Any] = dict(texts)
@@ -332,7 +332,7 @@ def parse_fuse(request: Request, body: bytes, models: tuple[type[BaseModel], typ
         if media_type == "multipart/form-data":
             fields = parse_multipart(body, request.headers["content-type"])
             _require_files(fields, ("source", "target"))
-            given = form_model.model_validate(_form_values(form_model, _text_fields(fields, ("source", "target"))))
+            given = form_model.model_validate(form_values(form_model, _text_fields(fields, ("source", "target"))))
             source, target = fields["source"], fields["target"]
         elif media_type == "application/json":  # strict: JSON has types, so "true" for a boolean is refused
             given = json_model.model_validate(_json_object(body), strict=True)
