@@ -9,6 +9,7 @@ import json
 import socket
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -30,6 +31,13 @@ def live(store_config: StoreConfig) -> Iterator[LiveServer]:
     with LiveServer(store_config, header_timeout_s=0.5, upload_timeout_s=1.5, max_uploads=2,
                     max_buffered_mb=1, deadline_ms=4000, api_key=None) as server:
         yield server
+
+
+def run_async(coroutine) -> object:
+    """``asyncio.run`` on a thread of its own: the session's Playwright browser keeps an event loop running on
+    the main thread once a web test has started it."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 def _connect(server: LiveServer) -> socket.socket:
@@ -194,7 +202,7 @@ def test_pixel_budget_admits_by_decoded_size():
         events.append(getattr(info.value, "code", "?"))
         return events
 
-    assert asyncio.run(scenario()) == ["a in (25000000)", "a out", "b in (25000000)", "b out",
+    assert run_async(scenario()) == ["a in (25000000)", "a out", "b in (25000000)", "b out",
                                        ErrorCode.DEADLINE_EXCEEDED]
 
 
@@ -215,6 +223,6 @@ def test_many_small_files_that_decode_huge_are_served_within_the_pixel_budget(st
 
     with LiveServer(store_config, max_decoded_mpx=30, max_pixels=30_000_000, workers=2,
                     deadline_ms=600_000) as server:  # a long deadline: this test is about memory, not speed
-        assert asyncio.run(burst(server.url)) == [200] * 4
+        assert run_async(burst(server.url)) == [200] * 4
         budget = server.app.state.service.pixels
         assert budget.in_use == 0 and budget.peak == 25_000_000  # one photo at a time fits in 30 MP
