@@ -18,7 +18,8 @@ SOURCE = FACES / "face_recognition/biden.jpg"
 TARGET_720P = FACES / "face_recognition/obama-720p.jpg"
 TARGET_1080P = FACES / "face_recognition/obama-1080p.jpg"
 STAGES = ["target_decode", "target_detect", "target_landmarks", "target_quality", "source_decode", "source_detect",
-          "source_landmarks", "source_quality", "prepare_source", "render", "blend", "label", "total"]
+          "source_landmarks", "source_quality", "restore_source", "prepare_source", "restore", "render", "segment",
+          "blend", "label", "total"]
 
 
 def four_k_jpeg() -> bytes:
