@@ -1,4 +1,5 @@
-"""The one pipeline: decode → detect → landmarks → quality gate → align → fuse (engine) → blend → label → encode.
+"""The one pipeline: decode → detect → landmarks → restore → quality gate → align → fuse (engine) → segment →
+relight/blend → label → encode.
 
 :class:`Fuser` owns the loaded models (one session per model, created on first use) and is what the library, the
 CLI and the service all call; none of them has logic of its own beyond parsing and printing.
@@ -307,17 +308,6 @@ def _chosen(analysis: ImageAnalysis, choice: str | int, role: str, *, allow_all:
         return select_faces(analysis, choice, allow_all=allow_all, gate=gate)
     except FacefuseError as exc:
         raise exc.about(role) from None
-
-
-def _gate(faces: list[Face], role: str) -> list[Face]:
-    """The quality gate's verdict after restoring: the accepted faces, or the first issue as the error."""
-    accepted = [f for f in faces if f.accepted]
-    if not accepted:
-        try:
-            raise_first_issue(max(faces, key=lambda f: f.area))
-        except FacefuseError as exc:
-            raise exc.about(role) from None
-    return accepted
 
 
 def _face_report(face: Face, analysis: ImageAnalysis) -> dict[str, Any]:
