@@ -2,8 +2,10 @@
 
 A blackhole proxy listens on 127.0.0.1 and every HTTP(S) proxy variable points at it, so any library that wants
 to go out (ONNX Runtime's telemetry client honours these variables) connects to it and is recorded. First a bare
-``onnxruntime.InferenceSession`` with telemetry left on (the control: proves the trap catches that client), then
-``facefuse serve`` with one real request and an idle period. Prints what the proxy saw, as JSON.
+client that honours the proxy variables (the control: proves the trap catches such a client — a bare
+``onnxruntime.InferenceSession`` with telemetry left on was one here, but whether it phones home depends on the
+machine, so it cannot be the control), then ``facefuse serve`` with one real request and an idle period. Prints
+what the proxy saw, as JSON.
 """
 
 from __future__ import annotations
@@ -62,9 +64,10 @@ def main() -> None:
     env.pop("ORT_DISABLE_TELEMETRY", None)
 
     os.environ["PROBE_PHASE"] = "control"
-    control = subprocess.Popen([sys.executable, "-c", "import onnxruntime as ort, sys, time; "
-                                "ort.InferenceSession(sys.argv[1], providers=['CPUExecutionProvider']); "
-                                "time.sleep(float(sys.argv[2]))", str(model), str(control_s)], env=env)
+    control = subprocess.Popen([sys.executable, "-c", "import sys, urllib.request\n"
+                                "try: urllib.request.urlopen('https://mobile.events.data.microsoft.com/', "
+                                "timeout=float(sys.argv[2]))\nexcept Exception: pass", str(model), str(control_s)],
+                               env=env)
     wait_for(lambda: any(s["phase"] == "control" for s in seen), control_s)
     control.kill()
     control.wait()

@@ -1,5 +1,6 @@
 """Nothing leaves this machine: the service runs in a network namespace whose only exit is a listening blackhole
-proxy, and must not try to use it — while a bare ONNX Runtime session in the same namespace does (the control)."""
+proxy, and must not try to use it — while a client that honours the proxy variables does (the control). Without
+``ORT_DISABLE_TELEMETRY`` (set by ``import facefuse``) ONNX Runtime's telemetry client was such a client here."""
 
 from __future__ import annotations
 
@@ -30,5 +31,5 @@ def test_no_outbound_connection_from_the_service(store_config, faces_dir):
     report = json.loads(run.stdout.strip().splitlines()[-1])
     assert report["ready"] and report["faces"] == 1
     control = [s for s in report["seen"] if s["phase"] == "control"]
-    assert control and control[0]["request"].startswith("CONNECT "), "the trap must catch ONNX Runtime's client"
+    assert control and control[0]["request"].startswith("CONNECT "), "the trap must catch a proxy-honouring client"
     assert [s for s in report["seen"] if s["phase"] == "facefuse"] == []
