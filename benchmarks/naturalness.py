@@ -160,11 +160,10 @@ def paste_occluder(image: np.ndarray, face) -> tuple[np.ndarray, np.ndarray]:
     cv2.line(mask, tuple(mesh[133, :2].astype(int)), tuple(mesh[362, :2].astype(int)), 1, thickness)
     out[mask > 0] = (30, 25, 20)
     bar = np.zeros_like(mask)
-    p0, p1 = mesh[187, :2].astype(int), mesh[411, :2].astype(int)
+    p0 = mesh[187, :2].astype(int)
     cv2.line(bar, tuple(p0 + [0, int(width * 0.12)]), tuple(p0 + [int(width * 0.25), int(width * 0.12)]), 1,
              max(3, int(width * 0.08)))
     out[bar > 0] = (214, 160, 130)
-    del p1
     return out, np.maximum(mask, bar) > 0
 
 

@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-TOOLING = ("facefuse.optimize", "facefuse_eval", "training", "torch", "onnxruntime.quantization",
-           "onnxruntime.transformers", "skimage", "facefuse.cli")
+TOOLING = ("facefuse.optimize", "facefuse_eval", "facefuse_training", "training", "torch", "ray", "dlib",
+           "onnxruntime.quantization", "onnxruntime.transformers", "skimage", "facefuse.cli")
 
 SCRIPT = """
 import json, sys
