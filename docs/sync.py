@@ -9,7 +9,11 @@ Two kinds of fact are tied:
 - **Measured figures.** A paragraph or table row that quotes figures from ``BENCHMARKS.md`` carries
   ``<!-- bench: SECTION -->`` (one or more ``;``-separated heading prefixes of ``BENCHMARKS.md``); every number in
   it must appear in those sections. A figure followed by a unit of speed or quality (ms, frames/s, dB, …) outside
-  code blocks must be tagged so: a measured figure cannot be quoted without its source.
+  code blocks must be tagged so: a measured figure cannot be quoted without its source. A unit marked
+  ``<!-- not measured -->`` (a limit set in the code, or an estimate the text says is one) is exempt.
+
+- **Error statuses.** A status or exit code the prose gives an error code (``413 `JOB_TOO_LARGE` ``,
+  ``(415, exit 3)``, a row of a status table) must be the error table's.
 
 ``python docs/sync.py`` rewrites the generated blocks, then checks the figures; ``--check`` changes nothing and
 exits 1 naming each stale block and each figure BENCHMARKS.md does not back. ``tests/test_docs.py`` runs the check.
@@ -34,6 +38,7 @@ PAGES = [REPO / "README.md", *sorted(p for p in (REPO / "docs").glob("*.md") if 
 
 GENERATED = re.compile(r"(<!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /generated -->)", re.S)
 BENCH_TAG = re.compile(r"<!-- bench: (?P<sections>[^>]+?) -->")
+NOT_MEASURED = "<!-- not measured -->"
 NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 # a number with a unit of speed or quality: the figures that must come from a benchmark
 FIGURE = re.compile(r"\d+(?:[.,]\d+)*\s?(?:ms|frames/s|fusions/s|photos/s|fps|dB)\b")
@@ -182,6 +187,8 @@ def unbacked_figures(page: str, text: str, sections: dict[str, str]) -> list[str
     """One complaint per quoted figure that no named BENCHMARKS.md section holds, or that has no bench tag."""
     complaints = []
     for unit in _units(text):
+        if NOT_MEASURED in unit:
+            continue
         tags = BENCH_TAG.findall(unit)
         if not tags:
             complaints += [f"{page}: '{figure}' has no <!-- bench: SECTION --> tag: {unit[:90]}…"
@@ -197,6 +204,36 @@ def unbacked_figures(page: str, text: str, sections: dict[str, str]) -> list[str
         for number in NUMBER.findall(BENCH_TAG.sub("", unit)):
             if number not in known:
                 complaints.append(f"{page}: {number} is not in the BENCHMARKS.md section(s) it cites: {unit[:90]}…")
+    return complaints
+
+
+STATUS_ROW = re.compile(r"^\|\s*(\d{3}(?:\s*/\s*\d{3})*)\s*\|(.*)$", re.M)
+STATUS_BEFORE = re.compile(r"\b(\d{3}) `([A-Z][A-Z_]+)`")
+STATUS_AFTER = re.compile(r"`([A-Z][A-Z_]+)` \((\d{3})(?:, exit (\d+))?\)")
+
+
+def wrong_statuses(page: str, text: str) -> list[str]:
+    """Statuses and exit codes the prose gives error codes (``413 `JOB_TOO_LARGE` ``, ``(415, exit 3)``, a row of
+    a status table) that the error table does not."""
+    from facefuse.errors import ErrorCode, FacefuseError
+
+    def mapping(code: str) -> FacefuseError | None:
+        return FacefuseError(ErrorCode(code), "") if code in ErrorCode.__members__ else None
+
+    claims = [(code, {int(status)}, None) for status, code in STATUS_BEFORE.findall(text)]
+    claims += [(code, {int(status)}, int(exit) if exit else None) for code, status, exit in STATUS_AFTER.findall(text)]
+    for statuses, cells in STATUS_ROW.findall(text):  # a row also names methods (`HEAD`): only codes count there
+        statuses_set = {int(s) for s in re.findall(r"\d{3}", statuses)}
+        claims += [(code, statuses_set, None) for code in re.findall(r"`([A-Z][A-Z_]+)`", cells)
+                   if code in ErrorCode.__members__]
+    complaints = []
+    for code, statuses, exit in claims:
+        error = mapping(code)
+        if error is None:
+            complaints.append(f"{page}: `{code}` is not an error code")
+        elif error.http_status not in statuses or (exit is not None and error.exit_code != exit):
+            complaints.append(f"{page}: `{code}` is HTTP {error.http_status}, exit {error.exit_code}; the page says "
+                              f"{'/'.join(map(str, sorted(statuses)))}" + (f", exit {exit}" if exit is not None else ""))
     return complaints
 
 
@@ -216,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 page.write_text(fresh)
                 print(f"rewrote the generated blocks of {name}")
-        complaints += unbacked_figures(name, fresh, sections)
+        complaints += unbacked_figures(name, fresh, sections) + wrong_statuses(name, fresh)
     print("\n".join(complaints) or "docs in sync with the code and BENCHMARKS.md")
     return 1 if complaints else 0
 
