@@ -21,7 +21,7 @@ from facefuse.imageio import add_visible_mark, decode_image, encode_image
 
 DOCS = Path(__file__).resolve().parent
 sys.path.insert(0, str(DOCS.parent / "tests"))
-from testdata import prepared_root  # noqa: E402  (the tests' data root: ../shared or .test-data)
+from testdata import prepared_root
 
 HEIGHT = 300  # px of each panel: small enough for a README, large enough to judge the face
 MARGIN = 0.8  # of the face box's side on each side of it: head and shoulders, so the face fills the panel

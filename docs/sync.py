@@ -1,6 +1,6 @@
 """Ties the documentation to the one source of each fact it quotes, so the pages cannot drift from the code.
 
-Two kinds of fact are tied:
+Three kinds of fact are tied:
 
 - **Generated blocks.** ``<!-- generated: NAME -->`` … ``<!-- /generated -->`` in a page holds a table rendered
   from the code: ``errors`` from the error table (:mod:`facefuse.errors`), ``models`` from the model registry,
@@ -11,7 +11,6 @@ Two kinds of fact are tied:
   it must appear in those sections. A figure followed by a unit of speed or quality (ms, frames/s, dB, …) outside
   code blocks must be tagged so: a measured figure cannot be quoted without its source. A unit marked
   ``<!-- not measured -->`` (a limit set in the code, or an estimate the text says is one) is exempt.
-
 - **Error statuses.** A status or exit code the prose gives an error code (``413 `JOB_TOO_LARGE` ``,
   ``(415, exit 3)``, a row of a status table) must be the error table's.
 
@@ -31,19 +30,29 @@ from pathlib import Path
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from facefuse import FusionOptions
+from facefuse.cli.options import flag_name
+from facefuse.errors import ErrorCode, FacefuseError
+from facefuse.models.registry import ModelRegistry
+from facefuse.serve import ServeSettings
+from facefuse.video import VideoOptions
+
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+from testdata import Manifest  # tests/ is no package: the manifest's reader lives there
+
 BENCHMARKS = REPO / "BENCHMARKS.md"
 # docs/benchmarks.md is BENCHMARKS.md itself (a link, so the site shows it): the source, not a page that quotes it
 PAGES = [REPO / "README.md", *sorted(p for p in (REPO / "docs").glob("*.md") if p.name != "benchmarks.md")]
 
-GENERATED = re.compile(r"(<!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /generated -->)", re.S)
+GENERATED = re.compile(r"(<!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /generated -->)", re.DOTALL)
 BENCH_TAG = re.compile(r"<!-- bench: (?P<sections>[^>]+?) -->")
 NOT_MEASURED = "<!-- not measured -->"
 NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 # a number with a unit of speed or quality: the figures that must come from a benchmark
 FIGURE = re.compile(r"\d+(?:[.,]\d+)*\s?(?:ms|frames/s|fusions/s|photos/s|fps|dB)\b")
 LIST_ITEM = re.compile(r"\s*(?:[-*]|\d+\.)\s")
-FENCE = re.compile(r"^(```|~~~).*?^\1", re.S | re.M)
+FENCE = re.compile(r"^(```|~~~).*?^\1", re.DOTALL | re.MULTILINE)
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -53,8 +62,6 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 def errors_table() -> str:
     """Every error code with its CLI exit code and HTTP status, read through the errors' public API."""
-    from facefuse.errors import ErrorCode, FacefuseError
-
     rows = []
     for code in ErrorCode:
         error = FacefuseError(code, "")
@@ -64,8 +71,6 @@ def errors_table() -> str:
 
 def models_table() -> str:
     """Every registered model with its use (commercial or not), licence and input contract."""
-    from facefuse.models.registry import ModelRegistry
-
     rows = []
     for entry in ModelRegistry():
         name = f"`{entry.name}`" + (" (default)" if entry.default else "")
@@ -76,9 +81,6 @@ def models_table() -> str:
 
 def test_data_table() -> str:
     """Files, size and licence of the test data, per source of ``tests/data_manifest.json``."""
-    sys.path.insert(0, str(REPO / "tests"))
-    from testdata import Manifest
-
     manifest = Manifest.load()
     count: dict[str, int] = defaultdict(int)
     size: dict[str, int] = defaultdict(int)
@@ -110,8 +112,6 @@ def _default(info: FieldInfo) -> str:
 def fields_table(model: type[BaseModel], *, env: bool = False) -> str:
     """One row per field of an options model (its name, its ``--[no-]NAME`` flag for booleans) or of the service's
     settings (``env``: flags that take a value, and their ``FACEFUSE_*`` variables): default and description."""
-    from facefuse.cli.options import flag_name
-
     rows = []
     for name, info in model.model_fields.items():
         flag = flag_name(name)
@@ -124,27 +124,9 @@ def fields_table(model: type[BaseModel], *, env: bool = False) -> str:
     return _table([*header, "default", "meaning"], rows)
 
 
-def fusion_options_table() -> str:
-    from facefuse import FusionOptions
-
-    return fields_table(FusionOptions)
-
-
-def video_options_table() -> str:
-    from facefuse.video import VideoOptions
-
-    return fields_table(VideoOptions)
-
-
-def serve_settings_table() -> str:
-    from facefuse.serve import ServeSettings
-
-    return fields_table(ServeSettings, env=True)
-
-
 RENDERERS = {"errors": errors_table, "models": models_table, "test-data": test_data_table,
-             "fusion-options": fusion_options_table, "video-options": video_options_table,
-             "serve-settings": serve_settings_table}
+             "fusion-options": lambda: fields_table(FusionOptions), "video-options": lambda: fields_table(VideoOptions),
+             "serve-settings": lambda: fields_table(ServeSettings, env=True)}
 
 
 def render(text: str) -> str:
@@ -160,7 +142,7 @@ def render(text: str) -> str:
 
 def benchmark_sections(text: str) -> dict[str, str]:
     """BENCHMARKS.md's level-2 sections by heading."""
-    parts = re.split(r"^## (.+)$", text, flags=re.M)
+    parts = re.split(r"^## (.+)$", text, flags=re.MULTILINE)
     return {heading.strip(): body for heading, body in zip(parts[1::2], parts[2::2])}
 
 
@@ -207,7 +189,7 @@ def unbacked_figures(page: str, text: str, sections: dict[str, str]) -> list[str
     return complaints
 
 
-STATUS_ROW = re.compile(r"^\|\s*(\d{3}(?:\s*/\s*\d{3})*)\s*\|(.*)$", re.M)
+STATUS_ROW = re.compile(r"^\|\s*(\d{3}(?:\s*/\s*\d{3})*)\s*\|(.*)$", re.MULTILINE)
 STATUS_BEFORE = re.compile(r"\b(\d{3}) `([A-Z][A-Z_]+)`")
 STATUS_AFTER = re.compile(r"`([A-Z][A-Z_]+)` \((\d{3})(?:, exit (\d+))?\)")
 
@@ -215,11 +197,6 @@ STATUS_AFTER = re.compile(r"`([A-Z][A-Z_]+)` \((\d{3})(?:, exit (\d+))?\)")
 def wrong_statuses(page: str, text: str) -> list[str]:
     """Statuses and exit codes the prose gives error codes (``413 `JOB_TOO_LARGE` ``, ``(415, exit 3)``, a row of
     a status table) that the error table does not."""
-    from facefuse.errors import ErrorCode, FacefuseError
-
-    def mapping(code: str) -> FacefuseError | None:
-        return FacefuseError(ErrorCode(code), "") if code in ErrorCode.__members__ else None
-
     claims = [(code, {int(status)}, None) for status, code in STATUS_BEFORE.findall(text)]
     claims += [(code, {int(status)}, int(exit) if exit else None) for code, status, exit in STATUS_AFTER.findall(text)]
     for statuses, cells in STATUS_ROW.findall(text):  # a row also names methods (`HEAD`): only codes count there
@@ -228,12 +205,12 @@ def wrong_statuses(page: str, text: str) -> list[str]:
                    if code in ErrorCode.__members__]
     complaints = []
     for code, statuses, exit in claims:
-        error = mapping(code)
+        error = FacefuseError(ErrorCode(code), "") if code in ErrorCode.__members__ else None
         if error is None:
             complaints.append(f"{page}: `{code}` is not an error code")
         elif error.http_status not in statuses or (exit is not None and error.exit_code != exit):
-            complaints.append(f"{page}: `{code}` is HTTP {error.http_status}, exit {error.exit_code}; the page says "
-                              f"{'/'.join(map(str, sorted(statuses)))}" + (f", exit {exit}" if exit is not None else ""))
+            said = "/".join(map(str, sorted(statuses))) + (f", exit {exit}" if exit is not None else "")
+            complaints.append(f"{page}: `{code}` is HTTP {error.http_status}, exit {error.exit_code}; the page says {said}")
     return complaints
 
 
