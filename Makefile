@@ -62,6 +62,8 @@ docs-serve: $(VENV)/.docs-installed
 bench: install $(VENV)/.test-installed test-data
 	$(BIN)/python benchmarks/load.py --backend ray
 	for s in analysis quality fusion_speed load optimize engines_cost jobs report; do $(BIN)/python benchmarks/$$s.py || exit 1; done
+	$(BIN)/python docs/make_figures.py
+	$(BIN)/python docs/sync.py --check || { echo "the docs quote figures the new BENCHMARKS.md does not hold: update them" >&2; exit 1; }
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache artifacts .test-data site
