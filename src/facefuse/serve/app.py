@@ -23,6 +23,7 @@ from ..config import StoreConfig
 from .backend import FusionBackend, LocalBackend
 from .http_errors import install_error_handlers
 from .jobs_routes import jobs_api
+from .live_routes import live_api
 from .metrics import ServiceMetrics
 from .middleware import HeadAsGet, HostAllowList, RequestContext
 from .openapi import install_openapi
@@ -90,6 +91,7 @@ def create_app(settings: ServeSettings | None = None, *, store: StoreConfig | No
     app.include_router(api)
     app.include_router(ops)
     app.include_router(jobs_api)  # batch jobs, with their own lifespan (runner start/stop)
+    app.include_router(live_api)  # the live camera WebSocket, with its session slots
     app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
     _serve_docs_offline(app)
     keyed = {route.path for router in (api, jobs_api) for route in router.routes if isinstance(route, APIRoute)}
