@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from fastapi import APIRouter, FastAPI, WebSocket
+from fastapi import APIRouter, Depends, FastAPI, Request, WebSocket
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.websockets import WebSocketDisconnect
@@ -42,6 +42,7 @@ from .backend import LocalBackend
 from .http_errors import error_response, public
 from .middleware import _host_name
 from .routes import require_key
+from .settings import ServeSettings
 from .state import ServiceState
 from .uploads import fusion_request
 
@@ -68,13 +69,17 @@ class LiveSlots:
         self.active = 0
 
     def claim(self) -> None:
+        self.check()
+        self.active += 1
+
+    def check(self) -> None:
+        """QUEUE_FULL (429, Retry-After) when no session could start now."""
         if self.active >= self.limit:
             raise FacefuseError(ErrorCode.QUEUE_FULL,
                                 f"all {self.limit} live session(s) of this server are in use" if self.limit else
                                 "live camera sessions are turned off on this server",
                                 f"try again in {RETRY_AFTER_S} s, or when another live session ends",
                                 {"retry_after_s": RETRY_AFTER_S, "max_sessions": self.limit})
-        self.active += 1
 
     def release(self) -> None:
         self.active -= 1
@@ -160,16 +165,21 @@ def _check_origin(websocket: WebSocket, state: ServiceState) -> None:
                         {"origin": origin[:200]})
 
 
-def _admit(websocket: WebSocket, state: ServiceState) -> _Start:
-    _check_origin(websocket, state)
-    _check_key(websocket, state)
+def _live_fuser(state: ServiceState) -> Fuser:
     backend = state.require_ready()
     if not isinstance(backend, LocalBackend) or backend.fuser is None:
         raise FacefuseError(ErrorCode.BAD_REQUEST, "the live camera is not available on the Ray Serve backend",
                             "run a single-process `facefuse serve` for live sessions", {"backend": "ray"})
+    return backend.fuser
+
+
+def _admit(websocket: WebSocket, state: ServiceState) -> _Start:
+    _check_origin(websocket, state)
+    _check_key(websocket, state)
+    fuser = _live_fuser(state)
     websocket.app.state.live.claim()
     offered = websocket.scope.get("subprotocols", [])
-    return _Start(backend.fuser, PROTOCOL if PROTOCOL in offered else None)
+    return _Start(fuser, PROTOCOL if PROTOCOL in offered else None)
 
 
 async def _refuse(websocket: WebSocket, exc: FacefuseError) -> None:
@@ -180,6 +190,23 @@ async def _refuse(websocket: WebSocket, exc: FacefuseError) -> None:
         await websocket.send_denial_response(error_response(exc))
     else:
         await websocket.close(close_code(exc), exc.message[:120])
+
+
+# Outside the OpenAPI document, like the WebSocket it belongs to (docs/live.md describes both).
+@live_api.get("/v1/live", name="live_status", include_in_schema=False, dependencies=[Depends(require_key)])
+async def live_status(request: Request) -> dict[str, Any]:
+    """Whether a live session could start now: what a browser, which never sees a refused handshake's status,
+    asks to explain the refusal (429 with Retry-After when every session is in use)."""
+    state: ServiceState = request.app.state.service
+    _live_fuser(state)
+    slots: LiveSlots = request.app.state.live
+    slots.check()
+    return {"sessions": slots.active, "max_sessions": slots.limit, "limits": _limits(state.settings)}
+
+
+def _limits(settings: ServeSettings) -> dict[str, float]:
+    limits = settings.live_frame_limits()
+    return {"max_frame_bytes": limits.max_bytes, "max_frame_pixels": limits.max_pixels, "idle_s": settings.live_idle_s}
 
 
 @live_api.websocket("/v1/live", name="live")
@@ -265,9 +292,8 @@ async def _session(websocket: WebSocket, state: ServiceState, fuser: Fuser) -> N
     video = VideoOptions(every_n=settings.live_detect_every)
     # the source is analysed and prepared once, here; its errors (NO_FACE…) end the session with their own code
     session = await run_in_threadpool(LiveSession, fuser, source, options, video)
+    await websocket.send_json({"type": "ready", "warnings": list(session.warnings), "limits": _limits(settings)})
     limits = settings.live_frame_limits()
-    await websocket.send_json({"type": "ready", "warnings": list(session.warnings), "limits": {
-        "max_frame_bytes": limits.max_bytes, "max_frame_pixels": limits.max_pixels, "idle_s": idle_s}})
     newest = NewestFrame()
     tasks = [asyncio.create_task(_receive_frames(websocket, newest, idle_s, limits.max_bytes)),
              asyncio.create_task(_fuse_frames(websocket, newest, session, limits, quality))]
