@@ -42,8 +42,9 @@ def chromium_browser() -> Iterator[object]:
         chromium.close()
 
 
-def make_fake_camera(clip: Path, y4m: Path, seconds: float = 3.0, size: tuple[int, int] | None = None) -> Path:
-    """The first ``seconds`` of ``clip`` as a Y4M file, the format Chromium's fake camera plays in a loop
+def make_fake_camera(clip: Path, y4m: Path, seconds: float = 3.0, size: tuple[int, int] | None = None,
+                     start: float = 0.0) -> Path:
+    """``seconds`` of ``clip`` from ``start`` as a Y4M file, the format Chromium's fake camera plays in a loop
     (``--use-file-for-fake-video-capture``); ``size`` (width, height) rescales it. ~0.35 MB per 640×360 frame, so
     keep it short and in a temporary folder."""
     import av
@@ -55,7 +56,9 @@ def make_fake_camera(clip: Path, y4m: Path, seconds: float = 3.0, size: tuple[in
         stream.width, stream.height = size or (decoded.codec_context.width, decoded.codec_context.height)
         stream.pix_fmt = "yuv420p"
         for index, frame in enumerate(source.decode(decoded)):
-            if index >= seconds * float(rate):
+            if index < start * float(rate):
+                continue
+            if index >= (start + seconds) * float(rate):
                 break
             for packet in stream.encode(frame.reformat(stream.width, stream.height, "yuv420p")):
                 out.mux(packet)

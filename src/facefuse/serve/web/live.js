@@ -5,7 +5,6 @@
 
 const LIVE_PROTOCOL = "facefuse.live.v1";
 const LIVE_MAX_SIDE = 640; // frames are sent at most 640 px wide or high
-const LIVE_IN_FLIGHT = 2; // frames sent and not yet answered; more wait for the camera's next frame
 const LIVE_QUALITY = 0.8; // JPEG quality of the frames sent
 const LIVE_KEEP = 20000; // samples of each statistic kept (what a benchmark reads)
 
@@ -16,8 +15,10 @@ const live = {
   sent: new Map(), // sequence number → capture time (performance.now()) of frames not answered yet
   grab: document.createElement("canvas"),
   lastError: null,
-  // what the page shows and a test or benchmark reads (window.facefuseLive)
-  stats: { shown: 0, fused: 0, skipped: 0, dropped: 0, latencyMs: [], serverMs: [], shownAt: [] },
+  // what the page shows and a test or benchmark reads (window.facefuseLive); inFlight: frames sent and not yet
+  // answered, beyond which camera frames are skipped. 1 by measurement (benchmarks/live.py): as many frames/s as
+  // 2 on two busy cores, and the latency of one fusion instead of two
+  stats: { inFlight: 1, shown: 0, fused: 0, skipped: 0, dropped: 0, latencyMs: [], serverMs: [], shownAt: [] },
 };
 window.facefuseLive = live.stats;
 
@@ -103,7 +104,7 @@ function liveText(message) {
   }
 }
 
-// One camera frame per video frame (requestVideoFrameCallback), sent only while fewer than LIVE_IN_FLIGHT wait
+// One camera frame per video frame (requestVideoFrameCallback), sent only while fewer than stats.inFlight wait
 // for their answer: a slow server makes the page skip camera frames rather than pile them up.
 function liveNextFrame() {
   const video = $("live-camera");
@@ -116,7 +117,7 @@ function liveCapture() {
   const ws = live.ws;
   if (!ws || ws.readyState !== WebSocket.OPEN) return;
   const video = $("live-camera");
-  if (live.sent.size >= LIVE_IN_FLIGHT || !video.videoWidth) {
+  if (live.sent.size >= live.stats.inFlight || !video.videoWidth) {
     live.stats.skipped += video.videoWidth ? 1 : 0;
     liveNextFrame();
     return;
