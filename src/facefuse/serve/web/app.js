@@ -53,6 +53,19 @@ function showError(error) {
   $("error").hidden = false;
 }
 
+// The error box of a page section ("jobs", "live"): its <prefix>-error, -error-message and -error-hint; null hides it.
+function sectionError(prefix, error) {
+  const box = $(prefix + "-error");
+  if (!error) {
+    box.hidden = true;
+    return;
+  }
+  $(prefix + "-error-message").textContent = friendly(error) + ".";
+  $(prefix + "-error-hint").textContent = error.hint ? error.hint.charAt(0).toUpperCase() + error.hint.slice(1) + "." : "";
+  if (error.code === "UNAUTHORIZED") $("settings").open = true;
+  box.hidden = false;
+}
+
 function clearError() {
   $("error").hidden = true;
 }

@@ -5,15 +5,7 @@
 const jobs = { files: [], id: null, timer: null, resultUrl: null };
 
 function jobsError(error) {
-  const box = $("jobs-error");
-  if (!error) {
-    box.hidden = true;
-    return;
-  }
-  $("jobs-error-message").textContent = friendly(error) + ".";
-  $("jobs-error-hint").textContent = error.hint ? error.hint.charAt(0).toUpperCase() + error.hint.slice(1) + "." : "";
-  if (error.code === "UNAUTHORIZED") $("settings").open = true;
-  box.hidden = false;
+  sectionError("jobs", error);
 }
 
 async function jobsRequest(method, path, body) {

@@ -23,15 +23,7 @@ const live = {
 window.facefuseLive = live.stats;
 
 function liveError(error) {
-  const box = $("live-error");
-  if (!error) {
-    box.hidden = true;
-    return;
-  }
-  $("live-error-message").textContent = friendly(error) + ".";
-  $("live-error-hint").textContent = error.hint ? error.hint.charAt(0).toUpperCase() + error.hint.slice(1) + "." : "";
-  if (error.code === "UNAUTHORIZED") $("settings").open = true;
-  box.hidden = false;
+  sectionError("live", error);
 }
 
 function liveUpdateButton() {
