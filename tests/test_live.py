@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import av
 import cv2
+import httpx
 import numpy as np
 import pytest
 from serve_helpers import LiveServer
@@ -209,3 +212,26 @@ def test_frame_caps_and_bad_messages_end_the_session_with_a_clear_code(server, s
         ws.send(jpeg(np.full((360, 640, 3), 128, np.uint8)))
         message, code = closed_with(ws)
         assert message["error"]["code"] == "NO_FACE" and code == 4000 + 422
+
+
+def test_a_client_that_vanishes_mid_frame_frees_its_slot_without_an_error(server, source_photo, clip_frames,
+                                                                         caplog):
+    caplog.set_level(logging.ERROR, logger="facefuse.serve")
+    with open_live(server) as ws:
+        start(ws, source_photo)
+        ws.send(FRAME_HEADER.pack(0) + jpeg(clip_frames[0]))
+        ws.socket.shutdown(socket.SHUT_RDWR)  # no closing handshake: the answer being fused has nowhere to go
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with open_live(server) as again:  # the only slot is free again
+                assert start(again, source_photo)["type"] == "ready"
+                busy = httpx.get(server.url + "/v1/live", headers={"Authorization": f"Bearer {KEY}"})
+                assert busy.status_code == 429 and busy.json()["error"]["code"] == "QUEUE_FULL"  # what the page asks
+                break
+        except InvalidStatus:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+    assert [r.getMessage() for r in caplog.records] == []
+    status = httpx.get(server.url + "/v1/live", headers={"Authorization": f"Bearer {KEY}"}).json()
+    assert status["sessions"] == 0 and status["max_sessions"] == 1 and status["limits"]["idle_s"] == IDLE_S
