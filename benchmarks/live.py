@@ -102,7 +102,7 @@ def main() -> None:
     parser.add_argument("--compare-seconds", type=float, default=15.0,
                         help="each of the interleaved runs comparing 1 and 2 frames in flight per page")
     args = parser.parse_args()
-    load_before = os.getloadavg()
+    load_before, host = os.getloadavg(), machine()
     with tempfile.TemporaryDirectory(prefix="facefuse-live-bench-") as folder:
         y4m = make_fake_camera(CLIP, Path(folder) / "camera.y4m", CLIP_SECONDS, (640, 480), CLIP_START_S)
         server = start_server(2, 32, 64, 0.0, extra=("--live-max-sessions", "3"))
@@ -126,7 +126,7 @@ def main() -> None:
         finally:
             server.stop()
     load_after = os.getloadavg()
-    write_section("live", report(single[0], wall, cpu_server, cpu_browser, crowd, crowd_wall, crowd_cpu_server,
+    write_section("live", report(host, single[0], wall, cpu_server, cpu_browser, crowd, crowd_wall, crowd_cpu_server,
                                  crowd_cpu_browser, rss, load_before, load_after) + comparison(compare))
     print((Path(__file__).parent / "results" / "live.md").read_text())
 
@@ -152,7 +152,7 @@ Frames in flight per page (the page sends a camera frame only while fewer are un
 """ + "\n".join(rows) + "\n"
 
 
-def report(one: dict, wall: float, cpu_server: float, cpu_browser: float, crowd: list[dict], crowd_wall: float,
+def report(host: str, one: dict, wall: float, cpu_server: float, cpu_browser: float, crowd: list[dict], crowd_wall: float,
            crowd_cpu_server: float, crowd_cpu_browser: float, rss: list[float], load_before, load_after) -> str:
     fps = one["shown"] / wall
     server_p95, latency_p95 = percentile(one["server"], 95), percentile(one["latency"], 95)
@@ -166,7 +166,7 @@ def report(one: dict, wall: float, cpu_server: float, cpu_browser: float, crowd:
     growth = rss[-1] - settle
     return f"""## Live camera
 
-`benchmarks/live.py` on {machine()}; load average {load_before[0]:.1f} before and {load_after[0]:.1f} after the run
+`benchmarks/live.py` on {host}; load average {load_before[0]:.1f} before and {load_after[0]:.1f} after the run
 (the machine was shared with other jobs: figures are noisy and low). The web page in Debian's Chromium (headless,
 Playwright) with a fake camera playing {CLIP_SECONDS:g} s of `short_hamilton_clip.mp4` from {CLIP_START_S:g} s (one
 singer, stage light) stretched to 640×480, in a loop; source `obama.jpg`, mesh engine, the live defaults (render crop
