@@ -235,3 +235,20 @@ def test_a_client_that_vanishes_mid_frame_frees_its_slot_without_an_error(server
     assert [r.getMessage() for r in caplog.records] == []
     status = httpx.get(server.url + "/v1/live", headers={"Authorization": f"Bearer {KEY}"}).json()
     assert status["sessions"] == 0 and status["max_sessions"] == 1 and status["limits"]["idle_s"] == IDLE_S
+
+
+def test_without_a_key_only_loopback_names_and_live_can_be_turned_off(store_config: StoreConfig):
+    with LiveServer(store_config, live_max_sessions=0) as keyless:  # no key on loopback: loopback Host names only
+        port = int(keyless.url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as raw:  # a DNS-rebound page's handshake
+            raw.sendall(b"GET /v1/live HTTP/1.1\r\nHost: rebound.example\r\nUpgrade: websocket\r\n"
+                        b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                        b"Sec-WebSocket-Version: 13\r\n\r\n")
+            answer = b""
+            while chunk := raw.recv(65536):
+                answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400 ")
+        assert "host name" in json.loads(body)["error"]["message"]
+        status, headers, error = refused(keyless, key=None)
+        assert status == 429 and error["code"] == "QUEUE_FULL" and "turned off" in error["message"]
