@@ -25,7 +25,7 @@ from common import FACES, SHARED, machine, median, percentile, write_section
 from load import descendants, start_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from browser import camera_browser, chromium_browser, make_fake_camera  # noqa: E402
+from browser import camera_browser, chromium_browser, make_fake_camera
 
 CLIP = SHARED / "video" / "short_hamilton_clip.mp4"
 CLIP_START_S, CLIP_SECONDS = 4.3, 3.8  # the clip's longest shot where the tracker follows the singer's face

@@ -23,7 +23,12 @@ from websockets.sync.client import ClientConnection, connect
 from facefuse.config import ImageLimits, StoreConfig
 from facefuse.imageio import add_visible_mark, read_label
 from facefuse.live import LiveSession
-from facefuse.serve.live_routes import FRAME_HEADER, KEY_PROTOCOL, PROTOCOL, REPLY_HEADER
+from facefuse.serve.live_routes import (
+    FRAME_HEADER,
+    KEY_PROTOCOL,
+    PROTOCOL,
+    REPLY_HEADER,
+)
 
 KEY = "live-key"
 IDLE_S = 1.5
@@ -179,7 +184,7 @@ def test_second_session_gets_429_with_retry_after_then_idle_timeout_frees_the_sl
 
 def test_api_key_and_origin_are_checked_at_the_handshake(server):
     for kwargs in ({"key": None}, {"key": "wrong"}, {"key": "wrong", "by_subprotocol": True}):
-        status, headers, error = refused(server, **kwargs)
+        status, _, error = refused(server, **kwargs)
         assert status == 401 and error["code"] == "UNAUTHORIZED", kwargs
     status, _, error = refused(server, origin="http://evil.example")
     assert status == 400 and "another site" in error["message"]
@@ -250,5 +255,5 @@ def test_without_a_key_only_loopback_names_and_live_can_be_turned_off(store_conf
         head, _, body = answer.partition(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 400 ")
         assert "host name" in json.loads(body)["error"]["message"]
-        status, headers, error = refused(keyless, key=None)
+        status, _, error = refused(keyless, key=None)
         assert status == 429 and error["code"] == "QUEUE_FULL" and "turned off" in error["message"]
