@@ -27,6 +27,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Depends, FastAPI, Request, WebSocket
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.websockets import WebSocketDisconnect
@@ -54,6 +55,7 @@ FRAME_HEADER = struct.Struct(">I")  # client → server: the frame's sequence nu
 REPLY_HEADER = struct.Struct(">IIII")  # server → client: sequence, server µs, frames dropped so far, fused (0/1)
 RETRY_AFTER_S = 5  # a refused client may try again then: sessions end when their users stop, not on a schedule
 CLOSE_INTERNAL = 1011
+FRAME_BUCKETS = (0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.0)
 
 
 def close_code(exc: FacefuseError) -> int:
@@ -61,16 +63,31 @@ def close_code(exc: FacefuseError) -> int:
     return 4000 + exc.http_status
 
 
+class LiveMetrics:
+    """What /metrics says about live sessions, in the service's registry."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.sessions = Gauge("facefuse_live_sessions", "live camera sessions open", registry=registry)
+        self.frames = Counter("facefuse_live_frames", "live frames by outcome: fused, unfused (no face followed), "
+                              "dropped (a newer frame arrived before it was taken)", ["outcome"], registry=registry)
+        self.refused = Counter("facefuse_live_refused", "live sessions refused or ended by an error, by error code",
+                               ["code"], registry=registry)
+        self.frame_time = Histogram("facefuse_live_frame_seconds", "server time per live frame (taken → sent)",
+                                    buckets=FRAME_BUCKETS, registry=registry)
+
+
 class LiveSlots:
     """How many live sessions run; the limit is checked at the handshake. Used from the event loop only."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, metrics: LiveMetrics) -> None:
         self.limit = limit
         self.active = 0
+        self.metrics = metrics
 
     def claim(self) -> None:
         self.check()
         self.active += 1
+        self.metrics.sessions.set(self.active)
 
     def check(self) -> None:
         """QUEUE_FULL (429, Retry-After) when no session could start now."""
@@ -83,11 +100,13 @@ class LiveSlots:
 
     def release(self) -> None:
         self.active -= 1
+        self.metrics.sessions.set(self.active)
 
 
 @asynccontextmanager
 async def live_lifespan(app: FastAPI) -> AsyncIterator[None]:
-    app.state.live = LiveSlots(app.state.service.settings.live_max_sessions)
+    state = app.state.service
+    app.state.live = LiveSlots(state.settings.live_max_sessions, LiveMetrics(state.metrics.registry))
     yield
 
 
@@ -215,6 +234,7 @@ async def live_socket(websocket: WebSocket) -> None:
     try:
         start = _admit(websocket, state)
     except FacefuseError as exc:
+        websocket.app.state.live.metrics.refused.labels(exc.code.value).inc()
         await _refuse(websocket, exc)
         return
     try:
@@ -223,6 +243,7 @@ async def live_socket(websocket: WebSocket) -> None:
     except _Gone:
         pass
     except FacefuseError as exc:
+        websocket.app.state.live.metrics.refused.labels(exc.code.value).inc()
         await _end(websocket, public(exc), close_code(exc))
     except WebSocketDisconnect:
         pass
@@ -295,14 +316,16 @@ async def _session(websocket: WebSocket, state: ServiceState, fuser: Fuser) -> N
     await websocket.send_json({"type": "ready", "warnings": list(session.warnings), "limits": _limits(settings)})
     limits = settings.live_frame_limits()
     newest = NewestFrame()
+    metrics: LiveMetrics = websocket.app.state.live.metrics
     tasks = [asyncio.create_task(_receive_frames(websocket, newest, idle_s, limits.max_bytes)),
-             asyncio.create_task(_fuse_frames(websocket, newest, session, limits, quality))]
+             asyncio.create_task(_fuse_frames(websocket, newest, session, limits, quality, metrics))]
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
     finally:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        metrics.frames.labels("dropped").inc(newest.dropped)
     for task in done:
         task.result()  # the error that ended the session (or _Gone)
 
@@ -318,10 +341,13 @@ async def _receive_frames(websocket: WebSocket, newest: NewestFrame, idle_s: flo
 
 
 async def _fuse_frames(websocket: WebSocket, newest: NewestFrame, session: LiveSession, limits: ImageLimits,
-                       quality: int) -> None:
+                       quality: int, metrics: LiveMetrics) -> None:
     while True:
         seq, data = await newest.take()
         started = time.perf_counter()
         encoded, frame = await run_in_threadpool(session.process_encoded, data, limits, quality)
-        server_us = min(int((time.perf_counter() - started) * 1e6), 2**32 - 1)
+        seconds = time.perf_counter() - started
+        server_us = min(int(seconds * 1e6), 2**32 - 1)
         await websocket.send_bytes(REPLY_HEADER.pack(seq, server_us, newest.dropped, int(frame.fused)) + encoded)
+        metrics.frames.labels("fused" if frame.fused else "unfused").inc()
+        metrics.frame_time.observe(seconds)
