@@ -162,6 +162,7 @@ def report(host: str, one: dict, wall: float, cpu_server: float, cpu_browser: fl
     dropped = sum(w["dropped"] for w in crowd)
     skipped = sum(w["skipped"] for w in crowd)
     shown = sum(w["shown"] for w in crowd)
+    outside = [total - server for total, server in zip(one["latency"], one["server"])]
     settle = rss[min(5, len(rss) - 1)]  # after the sessions' first seconds (their buffers, the models warm)
     growth = rss[-1] - settle
     return f"""## Live camera
@@ -178,6 +179,10 @@ newest-frame slot → fused JPEG sent; capture-to-display: the page draws the ca
 |---|---|---|---|---|---|---|---|---|
 | 1 client | {wall:.0f} | {one['shown']} ({one['fused']}) | {fps:.1f} | {median(one['server']):.0f} / {server_p95:.0f} | {median(one['latency']):.0f} / {latency_p95:.0f} | {one['dropped']} / {one['skipped']} | {cpu_server:.1f} / {cpu_browser:.1f} | {1000 * cpu_server / max(one['shown'], 1):.0f} |
 | 3 clients | {crowd_wall:.0f} | {shown} ({sum(w['fused'] for w in crowd)}) | {' + '.join(f'{f:.1f}' for f in per_client)} | {median([m for w in crowd for m in w['server']]):.0f} / {percentile([m for w in crowd for m in w['server']], 95):.0f} | {median(crowd_latency):.0f} / {crowd_p95:.0f} | {dropped} / {skipped} | {crowd_cpu_server:.1f} / {crowd_cpu_browser:.1f} | {1000 * crowd_cpu_server / max(shown, 1):.0f} |
+
+Outside the server (the page's JPEG encoding, two WebSocket hops on loopback, decoding and drawing; capture-to-display
+minus server time of each frame, 1 client): p50 {median(outside):.0f} ms, p95 {percentile(outside, 95):.0f} ms —
+the transport and the codecs are a small share of a frame, which is why a WebSocket of JPEG frames was kept.
 
 Server RSS during the 3-client phase: {rss[0]:.0f} MB at its start, {max(rss):.0f} MB peak, {rss[-1]:.0f} MB at its end
 ({growth:+.0f} MB from second {min(5, len(rss) - 1)} to the end).

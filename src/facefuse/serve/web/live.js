@@ -150,8 +150,9 @@ async function liveShow(data) {
   s.shown += 1;
   s.fused += header.getUint32(12);
   s.dropped = header.getUint32(8);
-  for (const [list, value] of [[s.shownAt, now], [s.serverMs, serverMs], [s.latencyMs, captured === undefined ? null : now - captured]]) {
-    if (value === null) continue;
+  if (captured === undefined) return; // not a frame this page sent (cannot happen with a well-behaved server)
+  // one sample of each per frame shown, so latencyMs[i] and serverMs[i] are the same frame's
+  for (const [list, value] of [[s.shownAt, now], [s.serverMs, serverMs], [s.latencyMs, now - captured]]) {
     list.push(value);
     if (list.length > LIVE_KEEP) list.splice(0, list.length - LIVE_KEEP); // an hour-long session stays small
   }
