@@ -82,6 +82,8 @@ def test_live_camera_shows_fused_frames_with_rate_and_latency(camera, server, fa
         assert page.locator("#live-stats").inner_text() == "Stopped"
         assert page.evaluate("() => document.getElementById('live-camera').srcObject") is None  # camera off
         assert not page.locator("#live-start").is_disabled()
+        page.set_viewport_size({"width": 390, "height": 844})  # a phone: the two views stack, nothing overflows
+        assert page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth") <= 0
         assert problems == []
     finally:
         if other is not None:
