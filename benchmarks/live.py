@@ -108,8 +108,10 @@ def main() -> None:
         server = start_server(2, 32, 64, 0.0, extra=("--live-max-sessions", "3"))
         try:
             with chromium_browser() as browser, camera_browser(browser, y4m) as camera:
+                memory = {"ready": rss_mb(server.process.pid)}  # the server's RSS (MB) between the phases
                 context, page = open_live_page(camera, server.url)
                 single, wall, cpu_server, cpu_browser, _ = measure([page], args.seconds, server.process.pid)
+                memory["after 1 client"] = rss_mb(server.process.pid)
                 context.close()
                 compare: dict[int, list[dict]] = {1: [], 2: []}
                 for in_flight in (1, 2, 1, 2):  # interleaved, so a change of the machine's load hits both
@@ -117,17 +119,20 @@ def main() -> None:
                     windows, compare_wall, *_ = measure([page], args.compare_seconds, server.process.pid)
                     compare[in_flight].append({**windows[0], "wall": compare_wall})
                     context.close()
+                memory["after 4 more sessions"] = rss_mb(server.process.pid)
                 clients = [open_live_page(camera, server.url) for _ in range(3)]
                 time.sleep(2)
                 crowd, crowd_wall, crowd_cpu_server, crowd_cpu_browser, rss = measure(
                     [p for _, p in clients], args.overload_seconds, server.process.pid)
                 for context, _ in clients:
                     context.close()
+                time.sleep(1)
+                memory["after 3 clients"] = rss_mb(server.process.pid)
         finally:
             server.stop()
     load_after = os.getloadavg()
     write_section("live", report(host, single[0], wall, cpu_server, cpu_browser, crowd, crowd_wall, crowd_cpu_server,
-                                 crowd_cpu_browser, rss, load_before, load_after) + comparison(compare))
+                                 crowd_cpu_browser, rss, memory, load_before, load_after) + comparison(compare))
     print((Path(__file__).parent / "results" / "live.md").read_text())
 
 
@@ -153,7 +158,8 @@ Frames in flight per page (the page sends a camera frame only while fewer are un
 
 
 def report(host: str, one: dict, wall: float, cpu_server: float, cpu_browser: float, crowd: list[dict], crowd_wall: float,
-           crowd_cpu_server: float, crowd_cpu_browser: float, rss: list[float], load_before, load_after) -> str:
+           crowd_cpu_server: float, crowd_cpu_browser: float, rss: list[float], memory: dict[str, float], load_before,
+           load_after) -> str:
     fps = one["shown"] / wall
     server_p95, latency_p95 = percentile(one["server"], 95), percentile(one["latency"], 95)
     crowd_latency = [ms for w in crowd for ms in w["latency"]]
@@ -163,8 +169,7 @@ def report(host: str, one: dict, wall: float, cpu_server: float, cpu_browser: fl
     skipped = sum(w["skipped"] for w in crowd)
     shown = sum(w["shown"] for w in crowd)
     outside = [total - server for total, server in zip(one["latency"], one["server"])]
-    settle = rss[min(5, len(rss) - 1)]  # after the sessions' first seconds (their buffers, the models warm)
-    growth = rss[-1] - settle
+    growth = rss[-1] - rss[0]
     return f"""## Live camera
 
 `benchmarks/live.py` on {host}; load average {load_before[0]:.1f} before and {load_after[0]:.1f} after the run
@@ -184,8 +189,8 @@ Outside the server (the page's JPEG encoding, two WebSocket hops on loopback, de
 minus server time of each frame, 1 client): p50 {median(outside):.0f} ms, p95 {percentile(outside, 95):.0f} ms —
 the transport and the codecs are a small share of a frame, which is why a WebSocket of JPEG frames was kept.
 
-Server RSS during the 3-client phase: {rss[0]:.0f} MB at its start, {max(rss):.0f} MB peak, {rss[-1]:.0f} MB at its end
-({growth:+.0f} MB from second {min(5, len(rss) - 1)} to the end).
+Server RSS during the 3-client phase (sampled every second): {rss[0]:.0f} MB at its start, {max(rss):.0f} MB peak,
+{rss[-1]:.0f} MB at its end ({growth:+.0f} MB). Between the phases: {' → '.join(f'{k} {v:.0f} MB' for k, v in memory.items())}.
 
 | goal | measured | |
 |---|---|---|

@@ -16,8 +16,8 @@ const live = {
   grab: document.createElement("canvas"),
   lastError: null,
   // what the page shows and a test or benchmark reads (window.facefuseLive); inFlight: frames sent and not yet
-  // answered, beyond which camera frames are skipped. 1 by measurement (benchmarks/live.py): on two busy cores
-  // about half the latency of 2 for ~13 % fewer frames/s (one fusion to wait for instead of two)
+  // answered, beyond which camera frames are skipped. 1 by measurement (benchmarks/live.py, two busy cores): 2
+  // shows more frames/s, but each frame waits for the one before it, so its latency is ~1.7× as long
   stats: { inFlight: 1, shown: 0, fused: 0, skipped: 0, dropped: 0, latencyMs: [], serverMs: [], shownAt: [] },
 };
 window.facefuseLive = live.stats;
