@@ -95,6 +95,44 @@ def measure(pages: list, seconds: float, server_pid: int) -> tuple[list[dict], f
     return windows, wall, cpu_s(server_pid) - cpu_server, browser_cpu_s(server_pid) - cpu_browser, rss
 
 
+def session_churn(url: str, pid: int, rounds: int = 6, frames: int = 30) -> list[tuple[int, float]]:
+    """Sessions opened and closed again and again (1, 3, 1, 3… at once, ``frames`` frames each, Python clients):
+    the server's RSS after each round, to tell a leak per session from memory that settles."""
+    import json
+    import threading
+
+    import av
+    import cv2
+    from websockets.sync.client import connect
+
+    from facefuse.serve.live_routes import FRAME_HEADER
+
+    with av.open(str(CLIP)) as container:
+        start = round(CLIP_START_S * float(container.streams.video[0].average_rate))
+        encoded = [cv2.imencode(".jpg", cv2.resize(f.to_ndarray(format="bgr24"), (640, 480)))[1].tobytes()
+                   for i, f in zip(range(start + frames), container.decode(video=0)) if i >= start]
+    source = SOURCE.read_bytes()
+
+    def one() -> None:
+        with connect(url.replace("http://", "ws://") + "/v1/live", open_timeout=60, max_size=2**24) as ws:
+            ws.send(json.dumps({"type": "start", "options": {}}))
+            ws.send(source)
+            ws.recv(timeout=120)
+            for seq, frame in enumerate(encoded):
+                ws.send(FRAME_HEADER.pack(seq) + frame)
+                ws.recv(timeout=120)
+
+    after = []
+    for index in range(rounds):
+        clients = [threading.Thread(target=one) for _ in range(3 if index % 2 else 1)]
+        for client in clients:
+            client.start()
+        for client in clients:
+            client.join()
+        after.append((len(clients), rss_mb(pid)))
+    return after
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0)
@@ -128,11 +166,16 @@ def main() -> None:
                     context.close()
                 time.sleep(1)
                 memory["after 3 clients"] = rss_mb(server.process.pid)
+            churn = session_churn(server.url, server.process.pid)
         finally:
             server.stop()
     load_after = os.getloadavg()
     write_section("live", report(host, single[0], wall, cpu_server, cpu_browser, crowd, crowd_wall, crowd_cpu_server,
-                                 crowd_cpu_browser, rss, memory, load_before, load_after) + comparison(compare))
+                                 crowd_cpu_browser, rss, memory, load_before, load_after) + comparison(compare)
+                  + f"""
+Sessions opened and closed one after another (rounds of 1, 3, 1, 3… sessions at once, 30 frames each, Python
+clients), server RSS after each round: {', '.join(f'{n}: {mb:.0f} MB' for n, mb in churn)}.
+""")
     print((Path(__file__).parent / "results" / "live.md").read_text())
 
 
