@@ -109,7 +109,9 @@ class _Run:
                                    else None)
         self.colour: dict[int, LutAverage] = {}
         self.fused_pending = 0  # fused frames of the segment being encoded (counted once it is finished)
-        self.timings = {"decode": 0.0, "track": 0.0, "fuse": 0.0, "label": 0.0, "encode": 0.0, "assemble": 0.0}
+        # seconds each stage was busy; render/segment/blend are the parts of "fuse"
+        self.timings = {"decode": 0.0, "track": 0.0, "fuse": 0.0, "render": 0.0, "segment": 0.0, "blend": 0.0,
+                        "label": 0.0, "encode": 0.0, "assemble": 0.0}
         self.fingerprint = _fingerprint(target, prepared, options, video)
         self.checkpoint = self._load()
 
@@ -243,6 +245,8 @@ class _Run:
             image = self.fuser.apply(self.prepared, image, [tracked.face], self.options, watch, smoother)
         if faces:
             self.fused_pending += 1
+        for stage, ms in watch.timings.items():
+            self.timings[stage] += ms / 1000
         clock = self._lap("fuse", clock)
         if self.options.visible_label:
             image = add_visible_mark(image)
