@@ -51,7 +51,7 @@ def portrait_clip(path: Path, size: tuple[int, int], frames: int) -> None:
                              turn=3 * np.sin(i / 7)) for i in range(frames)], fps=30)
 
 
-STAGES = ("decode", "track", "fuse", "render", "segment", "blend", "label", "encode", "assemble")
+STAGES = ("decode", "track", "fuse", "render", "segment", "blend", "label", "encode", "encode_wait", "assemble")
 
 
 def throughput(fuser: Fuser, clips: dict[str, Path], runs: int,
