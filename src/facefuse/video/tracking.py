@@ -19,6 +19,7 @@ import cv2
 import numpy as np
 
 from ..analysis.analyzer import FaceAnalyzer
+from ..analysis.blazeface import area_resize
 from ..analysis.landmarks import five_points, roi_from_mesh
 from ..analysis.pose import face_axes, head_pose
 from ..analysis.quality import quality_issues
@@ -108,7 +109,7 @@ class SceneCuts:
         self._previous: np.ndarray | None = None
 
     def __call__(self, image: np.ndarray) -> bool:
-        small = cv2.cvtColor(cv2.resize(image, (96, 54), interpolation=cv2.INTER_AREA), cv2.COLOR_RGB2HSV)
+        small = cv2.cvtColor(area_resize(image, 96, 54), cv2.COLOR_RGB2HSV)  # halving first: 0.6 ms, not 3.9 (720p)
         hist = cv2.calcHist([small], [0, 1, 2], None, [12, 4, 4], [0, 180, 0, 256, 0, 256])
         cv2.normalize(hist, hist, 1.0, 0.0, cv2.NORM_L1)
         previous, self._previous = self._previous, hist
