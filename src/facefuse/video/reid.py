@@ -2,14 +2,15 @@
 
 Why not a face descriptor: MobileFaceNet is the project's independent judge of identity and must not steer the
 pipeline, the ArcFace weights the swappers use are non-commercial, and no other recognizer with usable weights can
-be installed here. Descriptors of our own were measured instead (``benchmarks/video.py``, re-identification): on
-the 18 photos of six people in ``faces/hard/same-person`` the uniform-LBP face texture (Ahonen et al. 2004) and the
-FaceMesh shape both separate same from different people barely better than chance (ROC AUC 0.58 and 0.65; the
-judge: 0.999), and on the Hamilton clip, whose faces are 40–90 px and often in profile, the face texture reached
-0.71. What does carry across the shots of one event is what a person wears: the hue × saturation × value histogram
-of the region below the face separates the clip's people with AUC 0.79, and no two different people in it are as
-alike as :data:`SAME_PERSON`. So the lock moves to a face after a cut only when the clothes below it match; when
-they do not, the shot is left unfused rather than fused into someone else.
+be installed here. Descriptors of our own were measured instead (``benchmarks/reid.py``; BENCHMARKS.md): on the
+photos of ``faces/hard/same-person`` (different shoots) the LBP face texture (Ahonen et al. 2004) and the FaceMesh
+shape separate same from different people barely better than chance (ROC AUC 0.58 and 0.64; the judge: 1.00).
+On the Hamilton clip, whose faces are 40–90 px and often turned, the shape ranks well (0.88) but two different
+people there are as alike by it as one person with himself (0.999), so no threshold separates them. What does
+carry across the shots of one event is what a person wears: the colour histogram of the region below the face
+(AUC 0.79), where no two different people of the clip come as close as :data:`SAME_PERSON`. So the lock moves to
+a face after a cut only when the clothes below it match; when none does, the shot is left unfused rather than
+fused into someone else.
 """
 
 from __future__ import annotations
