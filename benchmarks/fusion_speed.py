@@ -116,7 +116,7 @@ def main() -> None:
         "the last row adds encoding the output as JPEG. The first two columns analyse both photos on every call",
         "(analysis cache off); the last two show the default cache when both photos were seen before (a template",
         "reused across users): a content hash replaces decode, detection and landmarks. The last column renders at a",
-        "256 px crop instead of 512 (the face of this 720p target is ~230 px wide): the lead for small faces.",
+        "256 px crop instead of 512 (the face of this 720p target is ~175 px wide): the lead for small faces.",
         f"Load average (1 min) at the start / end of the timed runs: {load_before[0]:.1f} / {load_after[0]:.1f} on",
         f"{os.cpu_count()} cores; the CPU row is the steadier figure when that is above the core count.",
         "",
