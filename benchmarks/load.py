@@ -314,8 +314,8 @@ def ray_main(args: argparse.Namespace) -> None:
          "blend → label → encode), and the server time outside both (waiting in queues, and with Ray moving the "
          "request and both decoded photos between processes)."),
         "",
-        "Start-up (each round) and memory (median, after the load, summed over the server process and every process "
-        "below it):",
+        ("Start-up (each round) and memory (median, after the load, summed over the server process and every process "
+        "below it):"),
         "",
         *memory,
     ]

@@ -15,7 +15,6 @@ the clip, with and without re-identification: which shots get fused. Writes benc
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 import cv2
 import numpy as np
@@ -31,7 +30,7 @@ from facefuse_eval.fusion import IdentityJudge
 
 HAMILTON = SHARED / "video" / "short_hamilton_clip.mp4"
 PERFORMER_SHOTS = (0, 1, 2)  # by eye
-_UNIFORM = np.array([bin((((c << 1) | (c >> 7)) & 0xFF) ^ c).count("1") <= 2 for c in range(256)])
+_UNIFORM = np.array([((((c << 1) | (c >> 7)) & 0xFF) ^ c).bit_count() <= 2 for c in range(256)])
 _BINS = np.where(_UNIFORM, np.cumsum(_UNIFORM) - 1, int(_UNIFORM.sum())).astype(np.intp)
 
 
@@ -67,8 +66,8 @@ def auc(vectors: list[np.ndarray | None], people: list[str], groups: list[int] |
 def main() -> None:
     fuser = Fuser()
     judge = IdentityJudge(fuser.store, fuser.runtime)
-    rows = ["| descriptor | same-person photos: AUC | Hamilton, across shots: AUC | Hamilton: most alike different "
-            "people |", "|---|---|---|---|"]
+    rows = [("| descriptor | same-person photos: AUC | Hamilton, across shots: AUC | Hamilton: most alike different "
+            "people |"), "|---|---|---|---|"]
     photos: dict[str, list] = {"people": [], "shape": [], "texture": [], "judge": []}
     for path in sorted((FACES / "hard" / "same-person").glob("*/*")):
         analysis = fuser.analyze(path)

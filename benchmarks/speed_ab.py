@@ -114,8 +114,8 @@ def main() -> None:
               "and overlap, so they add up to more than the wall time)."), "",
              f"| photo stage (ms) | {args.base} | this tree |", "|---|---|---|"]
     lines += [f"| {LABELS.get(s, s)} | {photo('base', s):.1f} | {photo('this', s):.1f} |" for s in PHOTO_ROWS]
-    lines += ["", f"| video stage (ms per frame) | 720p {args.base} | 720p this tree | 1080p {args.base} | "
-              "1080p this tree |", "|---|---|---|---|---|"]
+    lines += ["", (f"| video stage (ms per frame) | 720p {args.base} | 720p this tree | 1080p {args.base} | "
+              "1080p this tree |"), "|---|---|---|---|---|"]
     lines += [f"| {LABELS.get(s, s)} | " + " | ".join(f"{video(n, c, s):.1f}" for c in clips for n in trees) + " |"
               for s in VIDEO_ROWS]
     print(write_section("speed_ab", "\n".join(lines)).read_text())

@@ -77,8 +77,8 @@ def speed_rows(fuser: Fuser, clips: dict[str, Path], runs: int, workdir: Path) -
     load_before = os.getloadavg()[0]
     for name, (fps, cpu, stages) in throughput(fuser, clips, runs, workdir).items():
         lines.append(f"| {name} | {fps:.1f} | {cpu:.0f} | " + " / ".join(f"{stages[k]:.1f}" for k in STAGES) + " |")
-    lines += ["", f"Load average (1 min) at the start / end of these runs: {load_before:.1f} / "
-              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores.", ""]
+    lines += ["", (f"Load average (1 min) at the start / end of these runs: {load_before:.1f} / "
+              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores."), ""]
     return lines
 
 

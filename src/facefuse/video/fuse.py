@@ -29,7 +29,15 @@ from ..errors import ErrorCode, FacefuseError
 from ..fusion.engine import FusionOptions
 from ..imageio import ImageInput, add_visible_mark
 from ..pipeline import Fuser, PreparedSource, Stopwatch
-from .io import DecodedFrame, SegmentEncoder, VideoInfo, assemble, container_format, probe, read_frames
+from .io import (
+    DecodedFrame,
+    SegmentEncoder,
+    VideoInfo,
+    assemble,
+    container_format,
+    probe,
+    read_frames,
+)
 from .options import VideoOptions, VideoProgress, VideoResult
 from .smoothing import LutAverage, LutTurn
 from .tracking import FaceTracker, TrackedFace, signature
