@@ -38,7 +38,7 @@ AI_LABEL_VIDEO = "AI-generated video (face fusion by facefuse)"
 CONTAINERS = {".mp4": "mp4", ".mov": "mov", ".m4v": "mp4", ".mkv": "matroska"}
 CRF_CODECS = ("libx264", "libx265")  # the others take a fixed quantiser scale
 DECODE_QUEUE = 8  # decoded frames buffered ahead of the fusion thread
-ENCODE_QUEUE = 8  # finished frames buffered ahead of the encoder thread
+ENCODE_QUEUE = 4  # finished frames buffered ahead of the encoder thread (it only evens out the pace)
 
 
 @dataclass(frozen=True)
