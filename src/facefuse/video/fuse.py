@@ -198,6 +198,12 @@ class _Run:
             warnings.append(f"{who} was found in no frame: the output is the clip with only the AI-generated label")
         elif fused < frames:
             warnings.append(f"{frames - fused} of {frames} frames had no usable chosen face and were left as they are")
+        if self.tracker.reidentified:
+            warnings.append(f"the chosen person was recognised again by their clothes after "
+                            f"{self.tracker.reidentified} scene cut(s)")
+        if self.tracker.unrecognised:
+            warnings.append(f"{self.tracker.unrecognised} frames after scene cuts were left unfused: the chosen "
+                            "person was not recognised there (by their clothes), so no one else was fused")
         if self.tracker.relocks:
             warnings.append(f"the chosen person was not recognised after {self.tracker.relocks} scene cut(s); the "
                             "face was chosen again in those shots")

@@ -152,6 +152,7 @@ class FaceTracker:
         self.scene_cuts = 0
         self.relocks = 0
         self.reidentified = 0  # cuts after which the locked person was found again by appearance
+        self.unrecognised = 0  # frames after a cut left unfused while the locked person was not found again
         self.person = PersonAppearance()  # what the locked person wears (see .reid)
         self._image: np.ndarray | None = None  # the frame of the latest step, for the appearance checks
         self._new_shot = False
@@ -202,6 +203,7 @@ class FaceTracker:
             assert self._image is not None
             found = self.person.find(self._image, [(f.track_id, f.face.box) for f in accepted])
             if found is None:
+                self.unrecognised += 1
                 return []
             self._new_shot, self.locked = False, found
             self.reidentified += 1
