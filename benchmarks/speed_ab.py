@@ -100,8 +100,10 @@ def main() -> None:
     def photo(name: str, stage: str) -> float:
         return median([run.get(stage, 0.0) for t in samples[name] for run in t["photo"]])
 
-    def video(name: str, clip: str, stage: str) -> float:
-        return median([t["video"][clip].get(stage, 0.0) for t in samples[name]])
+    def video(name: str, clip: str, stage: str) -> str:
+        """The median, or "–" where that tree's video fusion does not report the stage."""
+        values = [t["video"][clip][stage] for t in samples[name] if stage in t["video"][clip]]
+        return f"{median(values):.1f}" if values else "–"
 
     lines = ["## Speed, stage by stage, against `" + args.base + "` (`benchmarks/speed_ab.py`)", "",
              (f"Machine: {machine()}. The two source trees took turns ({args.turns} turns each, child processes "
@@ -116,7 +118,7 @@ def main() -> None:
     lines += [f"| {LABELS.get(s, s)} | {photo('base', s):.1f} | {photo('this', s):.1f} |" for s in PHOTO_ROWS]
     lines += ["", (f"| video stage (ms per frame) | 720p {args.base} | 720p this tree | 1080p {args.base} | "
               "1080p this tree |"), "|---|---|---|---|---|"]
-    lines += [f"| {LABELS.get(s, s)} | " + " | ".join(f"{video(n, c, s):.1f}" for c in clips for n in trees) + " |"
+    lines += [f"| {LABELS.get(s, s)} | " + " | ".join(video(n, c, s) for c in clips for n in trees) + " |"
               for s in VIDEO_ROWS]
     print(write_section("speed_ab", "\n".join(lines)).read_text())
 
