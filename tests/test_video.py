@@ -213,3 +213,53 @@ def test_tracking_keeps_the_id_through_a_short_occlusion(fuser, faces_dir):
     assert ids[0] == [0] and ids[-1] == [0], ids
     assert all(i == [] for i in ids[5:9])  # really lost while covered, then found again as the same track
     assert tracker.next_id == 1  # no second person was ever started
+
+
+def test_the_locked_person_is_found_again_after_a_cut_by_appearance_and_nobody_else_is_fused(fuser):
+    """The Hamilton clip: the performer in shots 0–2 (by eye: the same dark suit), the audience in shot 3. The lock
+    follows him into shot 2 by the colours below his face, and no one in the audience takes the source."""
+    from facefuse.video.io import read_frames
+
+    real = REPO.parent / "shared" / "video" / "short_hamilton_clip.mp4"
+    if not real.exists():
+        pytest.fail(f"test data missing: {real}", pytrace=False)
+    tracker = FaceTracker(fuser.analyzer, VideoOptions(), fuser.config.analysis.quality, "largest")
+    fused: dict[int, set[int]] = {}
+    for decoded in read_frames(real, None, None, None, threading.Event()):
+        for face in tracker.chosen(tracker.step(decoded.image, float(decoded.frame.time))):
+            fused.setdefault(tracker.scene_cuts, set()).add(face.track_id)
+    assert tracker.scene_cuts == 3 and tracker.reidentified >= 1 and tracker.relocks == 0
+    assert fused.get(0) and fused.get(2) and 3 not in fused, fused
+    restored = FaceTracker(fuser.analyzer, VideoOptions(), fuser.config.analysis.quality, "largest")
+    restored.restore(json.loads(json.dumps(tracker.state())))  # the checkpoint keeps what the person wears
+    assert restored.person.known and np.allclose(restored.person.reference, tracker.person.reference)
+
+
+def test_colour_turns_fold_frames_in_order_whatever_thread_comes_first():
+    """Frames fused on several threads: the running colour average is the one frame order gives, and a turn given
+    up unused (a frame that matched no colours) does not block the frames after it."""
+    from facefuse.video.smoothing import LutAverage
+
+    tables = [np.full((256, 3), float(v)) for v in (10, 50, 90, 130, 170)]
+    expected = LutAverage(0.5)
+    in_order = [expected.turn()(t).copy() for t in tables]
+    average = LutAverage(0.5)
+    turns = [average.turn() for _ in tables]
+    results: dict[int, np.ndarray] = {}
+
+    def fold(i: int) -> None:
+        if i == 2:
+            turns[i].close()
+        else:
+            results[i] = turns[i](tables[i]).copy()
+
+    threads = [threading.Thread(target=fold, args=(i,)) for i in reversed(range(len(tables)))]  # latest first
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert not any(thread.is_alive() for thread in threads)
+    skipped = LutAverage(0.5)
+    reference = [skipped.turn()(t).copy() if i != 2 else None for i, t in enumerate(tables)]
+    assert all(np.allclose(results[i], reference[i]) for i in results) and len(results) == 4
+    assert np.allclose(in_order[1], 30.0) and not np.allclose(reference[3], in_order[3])

@@ -15,7 +15,10 @@ import os
 import tempfile
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -27,21 +30,43 @@ from ..fusion.engine import FusionOptions
 from ..imageio import ImageInput, add_visible_mark
 from ..pipeline import Fuser, PreparedSource, Stopwatch
 from .io import (
+    DecodedFrame,
     SegmentEncoder,
     VideoInfo,
     assemble,
     container_format,
     probe,
     read_frames,
-    to_rgb,
 )
 from .options import VideoOptions, VideoProgress, VideoResult
-from .smoothing import LutAverage
-from .tracking import FaceTracker, signature
+from .smoothing import LutAverage, LutTurn
+from .tracking import FaceTracker, TrackedFace, signature
 
 CHECKPOINT = "checkpoint.json"
+MAX_FUSE_WORKERS = 4  # fusion threads: one per core up to this (each frame's stages release the GIL mostly)
+IN_FLIGHT_PER_WORKER = 2  # frames tracked but not yet encoded, per fusion thread
 CHECKPOINT_VERSION = 1
 PROGRESS_EVERY_S = 0.2  # the progress callback's cadence (and always on the last frame)
+
+
+@dataclass(frozen=True)
+class _Fused:
+    """A frame back from a fusion thread."""
+
+    pts: int
+    out: Any  # RGB pixels, or the decoded frame when nothing changed it
+    fused: bool
+    timings_ms: dict[str, float]
+
+
+@dataclass
+class _Segment:
+    """The segment being encoded: its file name, encoder and the frames written to it."""
+
+    name: str
+    encoder: SegmentEncoder
+    pts: list[int] = field(default_factory=list)
+    fused: int = 0
 
 
 def fuse_video(source: ImageInput, target: str | Path, output: str | Path, options: FusionOptions | None = None,
@@ -108,8 +133,13 @@ class _Run:
                                    signature(None, prepared.face.landmarks) if prepared.face.landmarks is not None
                                    else None)
         self.colour: dict[int, LutAverage] = {}
-        self.fused_pending = 0  # fused frames of the segment being encoded (counted once it is finished)
-        self.timings = {"decode": 0.0, "track": 0.0, "fuse": 0.0, "label": 0.0, "encode": 0.0, "assemble": 0.0}
+        self.segment: _Segment | None = None  # the segment being encoded
+        self.done = 0  # frames written so far (this run's and the resumed ones)
+        # seconds each stage was busy on its thread (they overlap); "fuse" is render + segment + blend + label on
+        # the fusion threads, "encode" the encoder thread's time; "decode" and "encode_wait" are what the tracking
+        # thread waited for the decoder and for a full encoder queue
+        self.timings = {"decode": 0.0, "track": 0.0, "fuse": 0.0, "render": 0.0, "segment": 0.0, "blend": 0.0,
+                        "label": 0.0, "encode": 0.0, "encode_wait": 0.0, "assemble": 0.0}
         self.fingerprint = _fingerprint(target, prepared, options, video)
         self.checkpoint = self._load()
 
@@ -168,6 +198,12 @@ class _Run:
             warnings.append(f"{who} was found in no frame: the output is the clip with only the AI-generated label")
         elif fused < frames:
             warnings.append(f"{frames - fused} of {frames} frames had no usable chosen face and were left as they are")
+        if self.tracker.reidentified:
+            warnings.append(f"the chosen person was recognised again by their clothes after "
+                            f"{self.tracker.reidentified} scene cut(s)")
+        if self.tracker.unrecognised:
+            warnings.append(f"{self.tracker.unrecognised} frames after scene cuts were left unfused: the chosen "
+                            "person was not recognised there (by their clothes), so no one else was fused")
         if self.tracker.relocks:
             warnings.append(f"the chosen person was not recognised after {self.tracker.relocks} scene cut(s); the "
                             "face was chosen again in those shots")
@@ -176,86 +212,116 @@ class _Run:
         return warnings
 
     def _frames(self, resumed_from: int, started: float) -> None:
+        """Decode (own thread) → track (this thread, in frame order) → fuse and label (a pool, several frames at
+        once) → encode (own thread), with at most :data:`IN_FLIGHT_PER_WORKER` frames per fusion thread between
+        tracking and encoding, so memory stays flat; frames are encoded in their order."""
         segments = self.checkpoint["segments"]
         last = segments[-1]["pts"][-1] if segments else None
         after = last if last is not None else (None if self.start_pts is None else self.start_pts - 1)
         seek = last if last is not None else self.start_pts
         total = self._estimate_total()
-        encoder: SegmentEncoder | None = None
-        pts_list: list[int] = []
-        done, last_report = resumed_from, 0.0
+        self.done, last_report = resumed_from, 0.0
         stop = threading.Event()
+        workers = max(1, min(MAX_FUSE_WORKERS, os.cpu_count() or 1))
+        pending: deque[Future[_Fused]] = deque()
         clock = time.perf_counter()
-        try:
-            for frame in read_frames(self.target, after, self.end_pts, seek, stop):
-                if self.cancel.is_set():
-                    raise FacefuseError(ErrorCode.CANCELLED, f"the video fusion was cancelled after {done} frames",
-                                        "call again with the same work folder to continue where it stopped",
-                                        {"frames_done": done})
-                if encoder is None:
-                    name = f"seg_{len(segments):05d}.mkv"
-                    encoder = SegmentEncoder(self.workdir / f".{name}.partial", self.info, self.video.codec,
-                                             self.video.crf, self.video.bitrate, self.video.preset)
-                    pts_list = []
-                clock = self._lap("decode", clock)
-                out = self._frame(frame)
-                clock = time.perf_counter()
-                encoder.write(out, frame.pts)
-                pts_list.append(int(frame.pts))
-                clock = self._lap("encode", clock)
-                done += 1
-                if len(pts_list) == self.segment_frames:
-                    self._finish(encoder, name, pts_list)
-                    encoder = None
-                    clock = self._lap("encode", clock)
-                now = time.perf_counter()
-                if self.progress and now - last_report >= PROGRESS_EVERY_S:
-                    last_report = now
-                    self._report(done, max(total, done), resumed_from, started)
-            if encoder is not None:
-                self._finish(encoder, name, pts_list)
-                encoder = None
-        finally:
-            stop.set()
-            if encoder is not None:
-                encoder.container.close()
+        with ThreadPoolExecutor(workers, thread_name_prefix="facefuse-video-fuse") as pool:
+            try:
+                for decoded in read_frames(self.target, after, self.end_pts, seek, stop):
+                    if self.cancel.is_set():
+                        raise FacefuseError(ErrorCode.CANCELLED,
+                                            f"the video fusion was cancelled after {self.done} frames",
+                                            "call again with the same work folder to continue where it stopped",
+                                            {"frames_done": self.done})
+                    clock = self._lap("decode", clock)
+                    faces, turns = self._track(decoded)
+                    clock = self._lap("track", clock)
+                    pending.append(pool.submit(self._fuse, decoded, faces, turns))
+                    while len(pending) >= workers * IN_FLIGHT_PER_WORKER or (pending and pending[0].done()):
+                        self._write(pending.popleft().result())
+                    now = time.perf_counter()
+                    if self.progress and now - last_report >= PROGRESS_EVERY_S:
+                        last_report = now
+                        self._report(self.done, max(total, self.done), resumed_from, started)
+                    clock = time.perf_counter()
+                while pending:
+                    self._write(pending.popleft().result())
+                self._close_segment()
+            finally:
+                stop.set()
+                for future in pending:  # let the fusions in flight end (each closes its colour turns)
+                    future.exception()
+                if self.segment is not None:
+                    self.segment.encoder.abort()
+                    self.segment = None
         if self.progress:
-            self._report(done, done, resumed_from, started)
+            self._report(self.done, self.done, resumed_from, started)
 
     def _lap(self, stage: str, clock: float) -> float:
         now = time.perf_counter()
         self.timings[stage] += now - clock
         return now
 
-    def _frame(self, frame: Any) -> Any:
-        """The frame to encode: fused and labelled pixels, or the decoded frame itself when nothing changes it."""
-        clock = time.perf_counter()
-        image = to_rgb(frame)
+    def _track(self, decoded: DecodedFrame) -> tuple[list[TrackedFace], list[LutTurn | None]]:
+        """The faces to fuse in this frame, and each one's turn in its person's colour average (frame order)."""
         cuts = self.tracker.scene_cuts
-        faces = self.tracker.chosen(self.tracker.step(image, float(frame.pts * self.info.time_base)))
+        faces = self.tracker.chosen(self.tracker.step(decoded.image, float(decoded.pts * self.info.time_base)))
         if self.tracker.scene_cuts != cuts:
             self.colour.clear()  # the light really changed: start the running colour average again
-        clock = self._lap("track", clock)
+        turns = [self.colour.setdefault(f.track_id, LutAverage(self.video.colour_weight)).turn()
+                 if self.video.smoothing else None for f in faces]
+        return faces, turns
+
+    def _fuse(self, decoded: DecodedFrame, faces: list[TrackedFace], turns: list[LutTurn | None]) -> _Fused:
+        """On a fusion thread: the frame to encode, fused and labelled, or the decoded frame itself when nothing
+        changes it."""
         watch = Stopwatch()
-        for tracked in faces:
-            smoother = self.colour.setdefault(tracked.track_id, LutAverage(self.video.colour_weight)) \
-                if self.video.smoothing else None
-            image = self.fuser.apply(self.prepared, image, [tracked.face], self.options, watch, smoother)
-        if faces:
-            self.fused_pending += 1
-        clock = self._lap("fuse", clock)
+        image = decoded.image
+        try:
+            for tracked, turn in zip(faces, turns):
+                image = self.fuser.apply(self.prepared, image, [tracked.face], self.options, watch, turn)
+        finally:
+            for turn in turns:
+                if turn is not None:
+                    turn.close()
         if self.options.visible_label:
             image = add_visible_mark(image)
-            self._lap("label", clock)
-            return image
-        return image if faces else frame
+            watch.lap("label")
+        changed = bool(faces) or self.options.visible_label
+        return _Fused(decoded.pts, image if changed else decoded.frame, bool(faces), watch.timings)
 
-    def _finish(self, encoder: SegmentEncoder, name: str, pts_list: list[int]) -> None:
-        encoder.close()
-        os.replace(self.workdir / f".{name}.partial", self.workdir / name)
-        self.checkpoint["segments"].append({"file": name, "pts": pts_list})
-        self.checkpoint["frames_fused"] += self.fused_pending
-        self.fused_pending = 0
+    def _write(self, fused: _Fused) -> None:
+        """Hand one finished frame to the segment being encoded (frame order); close the segment when full."""
+        for stage, ms in fused.timings_ms.items():
+            self.timings[stage] += ms / 1000
+            self.timings["fuse"] += ms / 1000
+        if self.segment is None:
+            name = f"seg_{len(self.checkpoint['segments']):05d}.mkv"
+            self.segment = _Segment(name, SegmentEncoder(self.workdir / f".{name}.partial", self.info,
+                                                         self.video.codec, self.video.crf, self.video.bitrate,
+                                                         self.video.preset))
+        clock = time.perf_counter()
+        self.segment.encoder.write(fused.out, fused.pts)
+        self.segment.pts.append(fused.pts)
+        self.segment.fused += fused.fused
+        self.done += 1
+        self._lap("encode_wait", clock)
+        if len(self.segment.pts) == self.segment_frames:
+            self._close_segment()
+
+    def _close_segment(self) -> None:
+        if self.segment is not None:
+            clock = time.perf_counter()
+            self._finish(self.segment)
+            self.segment = None
+            self._lap("encode_wait", clock)
+
+    def _finish(self, segment: _Segment) -> None:
+        segment.encoder.close()
+        self.timings["encode"] += segment.encoder.busy_s
+        os.replace(self.workdir / f".{segment.name}.partial", self.workdir / segment.name)
+        self.checkpoint["segments"].append({"file": segment.name, "pts": segment.pts})
+        self.checkpoint["frames_fused"] += segment.fused
         self._save()
 
     def _estimate_total(self) -> int:
