@@ -15,7 +15,7 @@ SCRIPT = """
 import json, sys
 import facefuse
 from facefuse.serve import ServeSettings, create_app
-from facefuse.fusion.engines import ENGINES
+from facefuse.fusion.engine_table import ENGINES
 create_app(ServeSettings())
 result = facefuse.fuse(sys.argv[1], sys.argv[2], visible_label=False)
 print(json.dumps({"faces": len(result.faces), "modules": sorted(sys.modules)}))

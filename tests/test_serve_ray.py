@@ -80,7 +80,7 @@ def pair(photos: dict[str, bytes], source: str = "source", target: str = "target
 def test_readyz_reports_every_deployment(client: httpx.Client):
     ready = client.get("/readyz").json()
     assert ready["status"] == "ready" and ready["backend"] == "ray"
-    assert set(ready["deployments"]) == {"FaceAnalysis", "FusionEngine"}
+    assert set(ready["deployments"]) == {"Analysis", "Fusion"}
     for part in ready["deployments"].values():
         assert part["threads"] == 1  # half a CPU: ONNX Runtime and OpenCV pinned to one thread
 
@@ -140,7 +140,7 @@ def test_batch_jobs_are_refused_with_a_reason(client: httpx.Client, photos):
 def test_two_concurrent_requests_share_one_model_batch(client: httpx.Client, server: LiveRayServer, photos):
     from ray import serve
 
-    analysis = serve.get_deployment_handle("FaceAnalysis", app_name=server.name)
+    analysis = serve.get_deployment_handle("Analysis", app_name=server.name)
     before = analysis.stats.remote().result()["batch_sizes"]
     with ThreadPoolExecutor(2) as pool:
         answers = list(pool.map(lambda name: client.post("/v1/detect", files={"image": ("p.jpg", photos[name])}),

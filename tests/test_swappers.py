@@ -325,7 +325,7 @@ def test_engine_without_its_identity_models_is_refused(parts, tmp_path):
 
 def test_one_swapper_table_makes_the_registry_entries_and_the_engines():
     """A swapper is one row of facefuse.models.swappers: its registry entry and its engine both come from it."""
-    from facefuse.fusion.engines import ENGINES
+    from facefuse.fusion.engine_table import ENGINES
     from facefuse.models.registry import ModelRegistry, Task
     from facefuse.models.swappers import SWAPPERS
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import cv2
 import numpy as np
 
@@ -56,6 +58,13 @@ def quality_issues(face: Face, config: QualityConfig) -> list[QualityIssue]:
             "hold the camera still and focus on the face",
             {"sharpness": round(face.sharpness, 1), "min_sharpness": config.min_sharpness}))
     return issues
+
+
+def measure(image: np.ndarray, face: Face, config: QualityConfig) -> Face:
+    """The face with its sharpness and the gate's issues: the one measurement, for photos, frames and restored
+    faces alike (the gate stage, :mod:`facefuse.stages.gate`, and the analyzer outside the pipeline call it)."""
+    measured = replace(face, sharpness=sharpness(image, face.keypoints), issues=())
+    return replace(measured, issues=tuple(quality_issues(measured, config)))
 
 
 def raise_first_issue(face: Face) -> None:

@@ -133,13 +133,15 @@ class MeshFusionEngine:
         return SourceFace(face, {"image": image, "mesh": face.landmarks,
                                  "mirror": mirror_fill(face.landmarks) if turned else None})
 
-    def render(self, source: SourceFace, target_image: np.ndarray, target_face: Face,
+    def crop_matrix(self, face: Face, options: FusionOptions) -> tuple[np.ndarray, int]:
+        size = options.crop_size
+        return align.similarity(face.keypoints, crop_template(size)), size
+
+    def render(self, source: SourceFace, target_crop: np.ndarray, to_crop: np.ndarray, target_face: Face,
                options: FusionOptions) -> RenderedFace:
         assert target_face.landmarks is not None
-        size = options.crop_size
+        size = target_crop.shape[0]
         profile, feature = options.profile_degree / 100.0, options.feature_degree / 100.0
-        to_crop = align.similarity(target_face.keypoints, crop_template(size))
-        target_crop = align.aligned_crop(target_image, to_crop, size)
         target_pts = align.apply(to_crop, target_face.landmarks)[:, :2]
 
         source_mesh = source.payload["mesh"]

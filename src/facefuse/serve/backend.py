@@ -159,7 +159,7 @@ class LocalBackend:
     async def detect(self, job: work.DetectJob, *, deadline: float,
                      disconnected: Disconnected) -> Outcome[dict[str, Any]]:
         fuser, scheduler = self._ready()
-        return await scheduler.run(lambda: work.detect_report(fuser.analyze(job.image, job.role), job.role),
+        return await scheduler.run(lambda: work.detect_report(fuser, job.image, job.role),
                                  deadline=deadline, disconnected=disconnected)
 
     async def models(self) -> dict[str, Any]:

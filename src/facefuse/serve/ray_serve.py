@@ -48,8 +48,8 @@ from .settings import ServeSettings
 
 log = logging.getLogger("facefuse.serve")
 
-ANALYSIS = "FaceAnalysis"
-FUSION = "FusionEngine"
+ANALYSIS = "Analysis"  # the pipeline's decode … landmarks
+FUSION = "Fusion"  # gate … encode
 INGRESS = "Facefuse"
 
 T = TypeVar("T")
@@ -77,8 +77,9 @@ class _Replica:
                 "load_s": {part: round(s, 3) for part, s in self.load_s.items()}}
 
 
-class FaceAnalysis(_Replica):
-    """decode → detect → landmarks → pose → quality gate, with concurrent requests merged into one FaceMesh batch."""
+class AnalysisDeployment(_Replica):
+    """The pipeline's decode … landmarks slice (:meth:`Fuser.analyze_many`), with concurrent requests merged into
+    one FaceMesh batch; detect requests also run the gate (:meth:`Fuser.detect`)."""
 
     def __init__(self, settings: ServeSettings, store: StoreConfig | None) -> None:
         super().__init__(settings, store, engine=False)
@@ -105,7 +106,7 @@ class FaceAnalysis(_Replica):
 
     async def detect(self, job: work.DetectJob) -> dict[str, Any] | FacefuseError:
         (found,) = await self._analyze_batch([job])
-        return found if isinstance(found, FacefuseError) else work.detect_report(found, job.role)
+        return found if isinstance(found, FacefuseError) else work.detect_report(self.fuser, found, job.role)
 
     def models(self, engines: list[str]) -> dict[str, Any]:
         return work.models_report(self.fuser, engines)
@@ -115,14 +116,15 @@ class FaceAnalysis(_Replica):
         return {"pid": os.getpid(), "batch_sizes": dict(self.batch_sizes)}
 
 
-class FusionEngine(_Replica):
-    """align → engine → blend → label → encode, on analyses handed over by :class:`FaceAnalysis` replicas."""
+class FusionDeployment(_Replica):
+    """The rest of the list — gate … encode, the source's slice included — on analyses handed over by
+    :class:`AnalysisDeployment` replicas; it receives the options, never the photos' bytes."""
 
     def __init__(self, settings: ServeSettings, store: StoreConfig | None) -> None:
         super().__init__(settings, store, engine=True)
 
     async def fuse(self, photos: list[ImageAnalysis | FacefuseError],
-                   job: work.FuseJob) -> work.FuseAnswer | FacefuseError:
+                   job: work.FuseSpec) -> work.FuseAnswer | FacefuseError:
         source, target = photos
         if isinstance(source, FacefuseError):
             return source
@@ -195,7 +197,7 @@ class RayBackend:
         self.readiness()
         analysis, fusion = self.handles[ANALYSIS], self.handles[FUSION]
         photos = analysis.analyze.remote([work.DetectJob(job.source, "source"), work.DetectJob(job.target, "target")])
-        fused = fusion.fuse.remote(photos, job)  # the analyses travel replica to replica
+        fused = fusion.fuse.remote(photos, job.spec)  # the analyses travel replica to replica, the bytes stay here
         start = time.monotonic()
         answer = await self._wait(fused, [photos], deadline, disconnected)
         return Outcome(answer, self._queued_ms(start, answer.timings_ms["total"] + answer.timings_ms["encode"]))
@@ -306,11 +308,11 @@ def ray_app(settings: ServeSettings | dict[str, Any] | None = None,
         settings = ServeSettings(**{"backend": "ray", **(settings or {})})
     actor = {"num_cpus": settings.num_cpus_per_replica}
     batch = settings.max_batch
-    analysis = serve.deployment(FaceAnalysis).options(
+    analysis = serve.deployment(AnalysisDeployment).options(
         name=ANALYSIS, ray_actor_options=actor, max_ongoing_requests=2 * batch, max_queued_requests=settings.queue_size,
         **_scaling(settings, batch)).bind(settings, store)
     fusion_slots = max(1, math.floor(settings.num_cpus_per_replica))
-    fusion = serve.deployment(FusionEngine).options(
+    fusion = serve.deployment(FusionDeployment).options(
         name=FUSION, ray_actor_options=actor, max_ongoing_requests=fusion_slots,
         max_queued_requests=settings.queue_size, **_scaling(settings, fusion_slots)).bind(settings, store)
     # the ingress parses and forwards: it reserves no CPU, is not autoscaled (--replicas of it), and admits many

@@ -1,8 +1,9 @@
 """`fuse_video`: the photo pipeline applied to every frame of a clip, tracked, smoothed, resumable.
 
-Per frame: decode → follow/detect faces (:mod:`.tracking`) → smooth landmarks → render + blend with the colour
-correction averaged over time (:mod:`.smoothing`) → visible label → encode. The source photo is analysed and
-prepared once. Frames are streamed (nothing holds the clip), and encoded in segments: after each finished segment
+Per frame: decode → follow/detect faces and keep the chosen one (:mod:`.tracking`, standing in for the photo
+path's decode, detect, landmarks and face choice) → the pipeline's gate … label slice
+(:meth:`facefuse.pipeline.Fuser.fuse_frame`: the same stages as a photo, the colour correction averaged over time
+by :mod:`.smoothing`) → encode. The source photo goes through its slice of the list once. Frames are streamed (nothing holds the clip), and encoded in segments: after each finished segment
 a small JSON checkpoint is written atomically to the work folder, so a process killed mid-clip continues from the
 last finished segment when ``fuse_video`` is called again with the same work folder.
 """
@@ -24,8 +25,9 @@ import numpy as np
 
 from ..errors import ErrorCode, FacefuseError
 from ..fusion.engine import FusionOptions
-from ..imageio import ImageInput, add_visible_mark
-from ..pipeline import Fuser, PreparedSource, Stopwatch
+from ..files import write_json_atomic
+from ..imageio import ImageInput
+from ..pipeline import Fuser, PreparedSource, TargetFace
 from .io import (
     SegmentEncoder,
     VideoInfo,
@@ -42,6 +44,7 @@ from .tracking import FaceTracker, signature
 CHECKPOINT = "checkpoint.json"
 CHECKPOINT_VERSION = 1
 PROGRESS_EVERY_S = 0.2  # the progress callback's cadence (and always on the last frame)
+_DIGITS = str.maketrans("", "", "0123456789")
 
 
 def fuse_video(source: ImageInput, target: str | Path, output: str | Path, options: FusionOptions | None = None,
@@ -80,16 +83,6 @@ def _fingerprint(target: Path, prepared: PreparedSource, options: FusionOptions,
     return digest.hexdigest()
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    """Atomically: a reader (or a resumed run after a kill) sees the old file or the new one, never half."""
-    temporary = path.with_name(f".{path.name}.tmp")
-    with open(temporary, "w") as handle:
-        json.dump(data, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
-
-
 class _Run:
     """One call of :func:`fuse_video`: the state of the frame loop, the segments and the checkpoint."""
 
@@ -104,12 +97,14 @@ class _Run:
         self.end_pts = info.start_pts + round(video.end / tb) if video.end is not None else None
         self.segment_frames = max(1, round(video.segment_s * info.rate))
         choice = "by_source" if video.match_source else options.target_face
-        self.tracker = FaceTracker(fuser.analyzer, video, fuser.config.analysis.quality, choice,
+        restoring = options.restore != "off" and (options.profile_degree > 0 or options.feature_degree > 0)
+        self.tracker = FaceTracker(fuser.analyzer, video, fuser.gate, restoring, choice,
                                    signature(None, prepared.face.landmarks) if prepared.face.landmarks is not None
                                    else None)
         self.colour: dict[int, LutAverage] = {}
         self.fused_pending = 0  # fused frames of the segment being encoded (counted once it is finished)
-        self.timings = {"decode": 0.0, "track": 0.0, "fuse": 0.0, "label": 0.0, "encode": 0.0, "assemble": 0.0}
+        self.timings = {"decode": 0.0, "track": 0.0, "encode": 0.0, "assemble": 0.0}  # + the stages', in seconds
+        self.notes: dict[str, str] = {}  # the stages' notes, one per kind (digits aside: boxes, angles differ)
         self.fingerprint = _fingerprint(target, prepared, options, video)
         self.checkpoint = self._load()
 
@@ -134,7 +129,7 @@ class _Run:
 
     def _save(self) -> None:
         self.checkpoint["tracker"] = self.tracker.state()
-        _write_json(self.workdir / CHECKPOINT, self.checkpoint)
+        write_json_atomic(self.workdir / CHECKPOINT, self.checkpoint)
 
     # --- the frame loop ----------------------------------------------------------------------------------------
     def run(self) -> VideoResult:
@@ -173,7 +168,7 @@ class _Run:
                             "face was chosen again in those shots")
         if resumed_from:
             warnings.append(f"resumed from frame {resumed_from} (the frames before came from an earlier run)")
-        return warnings
+        return [*self.prepared.warnings, *self.notes.values(), *warnings]
 
     def _frames(self, resumed_from: int, started: float) -> None:
         segments = self.checkpoint["segments"]
@@ -235,20 +230,17 @@ class _Run:
         faces = self.tracker.chosen(self.tracker.step(image, float(frame.pts * self.info.time_base)))
         if self.tracker.scene_cuts != cuts:
             self.colour.clear()  # the light really changed: start the running colour average again
-        clock = self._lap("track", clock)
-        watch = Stopwatch()
-        for tracked in faces:
-            smoother = self.colour.setdefault(tracked.track_id, LutAverage(self.video.colour_weight)) \
-                if self.video.smoothing else None
-            image = self.fuser.apply(self.prepared, image, [tracked.face], self.options, watch, smoother)
-        if faces:
+        self._lap("track", clock)
+        targets = [TargetFace(t.face, t.face, self.colour.setdefault(t.track_id, LutAverage(self.video.colour_weight))
+                              if self.video.smoothing else None) for t in faces]
+        record = self.fuser.fuse_frame(self.prepared, image, targets, self.options)
+        for stage, ms in record.timings_ms.items():
+            self.timings[stage] = self.timings.get(stage, 0.0) + ms / 1000
+        for note in record.notes:
+            self.notes.setdefault(note.translate(_DIGITS), note)
+        if record.faces:
             self.fused_pending += 1
-        clock = self._lap("fuse", clock)
-        if self.options.visible_label:
-            image = add_visible_mark(image)
-            self._lap("label", clock)
-            return image
-        return image if faces else frame
+        return record.image if record.faces or self.options.visible_label else frame
 
     def _finish(self, encoder: SegmentEncoder, name: str, pts_list: list[int]) -> None:
         encoder.close()
