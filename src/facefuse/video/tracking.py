@@ -20,6 +20,7 @@ import numpy as np
 
 from ..analysis.analyzer import FaceAnalyzer
 from ..analysis.landmarks import five_points, roi_from_mesh
+from ..analysis.nms import iou_xyxy
 from ..analysis.pose import face_axes, head_pose
 from ..analysis.types import Face, largest, left_to_right
 from ..geometry.regions import FACE_OVAL, IDENTITY_POINTS
@@ -89,11 +90,11 @@ def mesh_box(mesh: np.ndarray) -> np.ndarray:
 
 
 def iou(a: np.ndarray, b: np.ndarray) -> float:
-    x0, y0 = max(a[0], b[0]), max(a[1], b[1])
-    x1, y1 = min(a[0] + a[2], b[0] + b[2]), min(a[1] + a[3], b[1] + b[3])
-    inter = max(0.0, x1 - x0) * max(0.0, y1 - y0)
-    union = a[2] * a[3] + b[2] * b[3] - inter
-    return float(inter / union) if union > 0 else 0.0
+    """IoU of two (x, y, w, h) boxes, by the analysis' one IoU."""
+    def corners(box: np.ndarray) -> np.ndarray:
+        return np.array([box[0], box[1], box[0] + box[2], box[1] + box[3]], dtype=np.float64)
+
+    return float(iou_xyxy(corners(a), corners(b)[None])[0])
 
 
 class SceneCuts:
