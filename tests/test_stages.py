@@ -15,7 +15,7 @@ from facefuse.fusion.engine import FusionOptions
 from facefuse.jobs import PhotoTask, fuse_photos
 from facefuse.pipeline import Fuser, FuserConfig
 from facefuse.stages import SOURCE, Record, Stage
-from facefuse.video import VideoOptions, fuse_video
+from facefuse.video import fuse_video
 
 ANALYSIS = ["decode", "detect", "landmarks"]
 PER_FACE = ["align", "render", "segment", "relight", "blend"]  # post is an empty slot by default: it does not run
