@@ -16,6 +16,7 @@ import numpy as np
 from pydantic import Field
 
 from ..analysis.types import Face
+from ..restore import RestoreMode
 from ..schema import Options, Scope, option
 
 
@@ -56,7 +57,7 @@ class FusionOptions(Options):
     sharpen: float = option(
         0.35, "Sharpen", "0–1: halo-free unsharp mask on the new face (restores detail lost to warping)",
         ge=0, le=1, allow_inf_nan=False)
-    restore: Literal["auto", "on", "off"] = option(
+    restore: RestoreMode = option(
         "auto", "Restore poor faces",
         "auto: restore a source or target face the quality gate finds blurry, small (< 96 px) or heavily "
         "compressed, before fusion; on: every chosen face; off: never. Uses our UTKFace-trained restorer "
