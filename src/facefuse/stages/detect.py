@@ -11,12 +11,18 @@ from .record import Record
 
 
 @dataclass(frozen=True, eq=False)
-class Detect(Stage):
-    name = "detect"
+class Analysing(Stage):
+    """A stage that makes the analysis: not wanted once a record has one (from the cache, or from elsewhere)."""
+
     analyzer: FaceAnalyzer
 
     def wanted(self, record: Record) -> bool:
-        return record.analysis is None  # a cached analysis already has its faces
+        return record.analysis is None
+
+
+@dataclass(frozen=True, eq=False)
+class Detect(Analysing):
+    name = "detect"
 
     def __call__(self, record: Record) -> Record:
         assert record.image is not None

@@ -5,21 +5,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..analysis.analyzer import FaceAnalyzer
 from ..analysis.cache import AnalysisCache
 from ..analysis.types import ImageAnalysis
-from .base import Stage
+from .detect import Analysing
 from .record import Record
 
 
 @dataclass(frozen=True, eq=False)
-class Landmarks(Stage):
+class Landmarks(Analysing):
     name = "landmarks"
-    analyzer: FaceAnalyzer
     cache: AnalysisCache
-
-    def wanted(self, record: Record) -> bool:
-        return record.analysis is None
 
     def __call__(self, record: Record) -> Record:
         return self.many([record])[0]
