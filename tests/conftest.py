@@ -46,6 +46,12 @@ def faces_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
+def rec(faces_dir: Path) -> Path:
+    """face_recognition's photos (obama, biden, two_people…): the pairs most tests fuse."""
+    return faces_dir / "face_recognition"
+
+
+@pytest.fixture(scope="session")
 def mirror_dir() -> Path:
     return _require(MODELS_MIRROR)
 

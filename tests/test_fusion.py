@@ -128,10 +128,23 @@ def test_face_index_out_of_range_is_reported(fuser, photos):
 
 @pytest.mark.parametrize("field", ["profile_degree", "feature_degree"])
 @pytest.mark.parametrize("value", [-1, 100.5, 250])
-def test_out_of_range_degrees_are_rejected(fuser, photos, field, value):
+def test_out_of_range_degrees_are_rejected_alike_by_the_library_and_the_cli(field, value, photos, tmp_path, capsys):
+    """The one options schema refuses the value, naming the field, the value and the field's own help; the CLI
+    says exactly the same (exit 2) and writes nothing."""
+    from facefuse.cli import main
+
     with pytest.raises(FacefuseError) as info:
-        fuser.fuse(photos["biden"], photos["obama"], FusionOptions(**{field: value}))
-    assert info.value.code is ErrorCode.INVALID_OPTION
+        FusionOptions(**{field: value})
+    error = info.value
+    assert error.code is ErrorCode.INVALID_OPTION and error.details["option"] == field
+    assert f"invalid {field} (got {value})" in error.message
+    assert error.hint == f"{field}: {FusionOptions.model_fields[field].description}"
+    out = tmp_path / "out.jpg"
+    flag = "--" + field.replace("_", "-")
+    code = main(["fuse", "--source", str(photos["biden"]), "--target", str(photos["obama"]), "--output", str(out),
+                 flag, str(value), "--json"])
+    assert code == 2 and not out.exists()
+    assert json.loads(capsys.readouterr().out)["error"] == error.to_dict()
 
 
 def test_source_without_a_face_names_the_source(fuser, photos):

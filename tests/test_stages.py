@@ -40,11 +40,6 @@ def uncached(store_config) -> Fuser:
     return Fuser(FuserConfig(store=store_config, analysis_cache_mb=0))
 
 
-@pytest.fixture(scope="module")
-def rec(faces_dir: Path) -> Path:
-    return faces_dir / "face_recognition"
-
-
 def stages_ran(timings: dict[str, float], source: bool = False) -> list[str]:
     """The stage names in a result's ``timings``, in the order they ran: the source's or the target's."""
     if source:

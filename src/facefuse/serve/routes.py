@@ -16,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 from ..errors import ErrorCode, FacefuseError
 from ..imageio import MEDIA_TYPES, declared_pixels, output_format
 from .negotiation import image_format_wanted
-from .openapi import fuse_request_body, request_body
+from .openapi import DetectAnswer, FuseAnswer, ModelsAnswer, fuse_request_body, request_body
 from .state import ServiceState
 from .uploads import DetectJSON, FuseJSON, FuseOptionsIn, parse_detect, parse_fuse
 from .web import CONTENT_SECURITY_POLICY, WEB_DIR
@@ -77,10 +77,10 @@ async def fuse(request: Request) -> Response:
     if as_image:
         headers["Content-Disposition"] = f'inline; filename="fused-{request_id}.{fmt.lower()}"'
         return Response(result.data, media_type=MEDIA_TYPES[fmt], headers=headers)
-    return JSONResponse({"image_base64": base64.b64encode(result.data).decode(), "format": fmt.lower(),
-                         "media_type": MEDIA_TYPES[fmt], **result.to_dict(),
-                         "timings_ms": {k: round(v, 2) for k, v in timings.items()}, "request_id": request_id},
-                        headers=headers)
+    answer = FuseAnswer(image_base64=base64.b64encode(result.data).decode(), format=fmt.lower(),
+                        media_type=MEDIA_TYPES[fmt], faces=result.faces, warnings=result.warnings,
+                        timings_ms={k: round(v, 2) for k, v in timings.items()}, request_id=request_id)
+    return JSONResponse(answer.model_dump(mode="json"), headers=headers)
 
 
 @api.post("/detect", summary="Faces and the quality verdict of one photo, without fusing",
@@ -98,14 +98,14 @@ async def detect(request: Request) -> Response:
     report = outcome.value
     report["timings_ms"] = {"queue": round(outcome.queued_ms, 2), **report["timings_ms"]}
     state.metrics.observe_stages(report["timings_ms"])
-    return JSONResponse({**report, "request_id": request.state.request_id},
-                        headers={"Server-Timing": _server_timing(report["timings_ms"])})
+    answer = DetectAnswer.model_validate({**report, "request_id": request.state.request_id})
+    return JSONResponse(answer.model_dump(mode="json"), headers={"Server-Timing": _server_timing(report["timings_ms"])})
 
 
 @api.get("/models", summary="Models known to this server and which are loaded")
 async def models(request: Request) -> dict[str, Any]:
     state = service(request)
-    return await state.require_ready().models()
+    return ModelsAnswer.model_validate(await state.require_ready().models()).model_dump(mode="json")
 
 
 @ops.get("/v1/options", summary="The fusion options a request may set, as JSON Schema (what the web page's "

@@ -51,9 +51,6 @@ class FuseAnswer:
     timings_ms: dict[str, float]
     warnings: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"faces": self.faces, "warnings": self.warnings}
-
 
 @dataclass(frozen=True)
 class DetectJob:
