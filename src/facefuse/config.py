@@ -60,12 +60,21 @@ class StoreConfig:
     classic method or are refused, so a commercial deployment cannot use such weights by accident.
     """
 
-    home: Path = field(default_factory=default_home)
-    mirror: Path | None = field(default_factory=default_mirror)
-    offline: bool = field(default_factory=lambda: os.environ.get("FACEFUSE_OFFLINE", "") not in ("", "0"))
+    home: Path = field(default_factory=lambda: Path(user_cache_dir("facefuse")))
+    mirror: Path | None = None
+    offline: bool = False
     download_timeout_s: float = 60.0
-    allow_noncommercial_models: bool = field(
-        default_factory=lambda: os.environ.get("FACEFUSE_ALLOW_NONCOMMERCIAL_MODELS", "1").lower() not in ("0", "false", "no"))
+    allow_noncommercial_models: bool = True
+
+    @classmethod
+    def from_env(cls) -> StoreConfig:
+        """The configuration the shells start from (the CLI, the service, ``Fuser()`` without a config):
+        ``FACEFUSE_HOME``, ``FACEFUSE_MODEL_MIRROR``, ``FACEFUSE_OFFLINE``, ``FACEFUSE_ALLOW_NONCOMMERCIAL_MODELS``.
+        Read here, when asked, never in a default: ``StoreConfig()`` is the same on every machine."""
+        env = os.environ
+        return cls(home=default_home(), mirror=default_mirror(), offline=env.get("FACEFUSE_OFFLINE", "") not in ("", "0"),
+                   allow_noncommercial_models=env.get("FACEFUSE_ALLOW_NONCOMMERCIAL_MODELS", "1").lower()
+                   not in ("0", "false", "no"))
 
 
 class GpuOptions(Options):

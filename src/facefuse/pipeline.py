@@ -106,7 +106,7 @@ class Fuser:
     """
 
     def __init__(self, config: FuserConfig | None = None) -> None:
-        self.config = config or FuserConfig()
+        self.config = config or FuserConfig(store=StoreConfig.from_env())  # the library's quick use
         self.store = ModelStore(self.config.store)
         self.runtime = Runtime(self.config.runtime)
         self.analyzer = FaceAnalyzer(self.store, self.runtime, self.config.analysis)

@@ -89,7 +89,7 @@ def add_fuser_options(parser: argparse.ArgumentParser) -> None:
 
 def fuser_config(args: argparse.Namespace) -> FuserConfig:
     providers = tuple(p for p in args.providers.split(",") if p) if args.providers else None
-    store = StoreConfig()
+    store = StoreConfig.from_env()
     if args.allow_noncommercial_models is not None:
         store = replace(store, allow_noncommercial_models=args.allow_noncommercial_models)
     return FuserConfig(

@@ -80,7 +80,7 @@ class ModelStore:
     """Resolves a model name to a verified local file, fetching it if needed and allowed."""
 
     def __init__(self, config: StoreConfig | None = None, registry: ModelRegistry | None = None) -> None:
-        self.config = config or StoreConfig()
+        self.config = config or StoreConfig.from_env()
         self.registry = registry or ModelRegistry()
         self._clean_stale_temporaries()
 

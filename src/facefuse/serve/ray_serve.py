@@ -60,7 +60,7 @@ class _Replica:
 
     def __init__(self, settings: ServeSettings, store: StoreConfig | None, *, engine: bool) -> None:
         start = time.monotonic()
-        store = store or StoreConfig()  # this node's FACEFUSE_HOME / FACEFUSE_MODEL_MIRROR
+        store = store or StoreConfig.from_env()  # this node's FACEFUSE_HOME / FACEFUSE_MODEL_MIRROR
         self.threads = max(1, math.floor(settings.num_cpus_per_replica))
         cv2.setNumThreads(self.threads)  # OpenCV's pool would otherwise take every core of the node
         self.load_s: dict[str, float] = {}

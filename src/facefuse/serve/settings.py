@@ -74,8 +74,7 @@ class _Settings(JobSettings, BaseSettings):
         description="comma-separated fusion engines loaded at start (mesh, or swappers whose models are installed, "
                     "see `facefuse models list`); requests may name only these, the first is the default")
     allow_noncommercial_models: bool = Field(
-        default_factory=lambda: StoreConfig().allow_noncommercial_models,
-        description="allow models licensed for non-commercial use only (false: such stages use their classic method "
+        True, description="allow models licensed for non-commercial use only (false: such stages use their classic method "
                     "or are refused)")
     providers: str = Field("", description="comma-separated ONNX Runtime providers in order of preference")
     precision: Precision = Field(
@@ -159,7 +158,7 @@ class _Settings(JobSettings, BaseSettings):
         or pinned to ``threads`` (a Ray replica's CPU share)."""
         providers = tuple(p for p in self.providers.split(",") if p.strip()) or None
         return FuserConfig(
-            store=replace(store or StoreConfig(), allow_noncommercial_models=self.allow_noncommercial_models),
+            store=replace(store or StoreConfig.from_env(), allow_noncommercial_models=self.allow_noncommercial_models),
             runtime=RuntimeConfig(providers=providers, concurrency=self.workers, intra_op_threads=threads or 0,
                                   batch_window_ms=self.batch_window_ms, batch_max=self.max_batch,
                                   gpu=GpuOptions(**{name: getattr(self, name) for name in fields_of(GpuOptions)})),
