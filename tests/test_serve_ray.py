@@ -93,8 +93,17 @@ def test_fuse_answers_as_the_single_process_does(client: httpx.Client, local: Li
     ours, theirs = ray_answer.json(), local_answer.json()
     assert set(ours) == set(theirs)
     assert len(ours["faces"]) == 2 and ours["faces"] == theirs["faces"]
-    stages = {part.split(";")[0] for part in ray_answer.headers["server-timing"].split(", ")}
-    assert {"queue", "target_landmarks", "analyze_source", "render", "encode", "total"} <= stages
+    # the same stages ran, in the same order, split over the two deployments (analysis: decode … landmarks)
+    def stages(answer: httpx.Response) -> list[str]:
+        return [part.split(";")[0] for part in answer.headers["server-timing"].split(", ")]
+
+    source = ["decode", "detect", "landmarks", "gate", "restore", "render"]
+    target = ["decode", "detect", "landmarks", "gate", "restore", "align", "render", "segment", "relight", "blend",
+              "label", "encode"]
+    expected = ["queue", *(f"source_{n}" for n in source), *target, "total"]
+    cached = {"detect", "landmarks", "source_detect", "source_landmarks"}  # not run on an analysis cache hit
+    assert stages(ray_answer) == stages(local_answer)
+    assert [n for n in stages(ray_answer) if n not in cached] == [n for n in expected if n not in cached]
 
 
 def test_fuse_as_image_is_labelled(client: httpx.Client, photos):

@@ -27,18 +27,20 @@ def parse_face_choice(value: str | int) -> str | int:
 def choose_faces(faces: Sequence[Face], choice: str | int, *, allow_all: bool = True) -> list[Face]:
     """The chosen faces of a photo (``faces`` ordered left to right): every face for ``all``, else one.
 
-    Raises NO_FACE for a photo without faces and FACE_INDEX_OUT_OF_RANGE for an index past the last face.
+    ``choice`` is a validated option (:class:`~facefuse.fusion.engine.FusionOptions` fields, or text passed through
+    :func:`parse_face_choice`). Raises NO_FACE for a photo without faces and FACE_INDEX_OUT_OF_RANGE for an index
+    past the last face.
     """
     if not faces:
         raise FacefuseError(ErrorCode.NO_FACE, "no face was found",
                             "use a photo where one face looks toward the camera, well lit and not covered")
-    choice = parse_face_choice(choice)
     if choice == "all":
         if not allow_all:
             raise FacefuseError(ErrorCode.INVALID_OPTION, "'all' is not allowed here", "choose 'largest' or an index")
         return list(faces)
     if choice == "largest":
         return [largest(faces)]
+    assert isinstance(choice, int)
     if choice >= len(faces):
         raise FacefuseError(ErrorCode.FACE_INDEX_OUT_OF_RANGE,
                             f"face {choice} was asked for but only {len(faces)} face(s) were found",

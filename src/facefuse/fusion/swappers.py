@@ -177,9 +177,7 @@ class SwapperFiles:
 
 
 def make_swapper(name: str, store: ModelStore, runtime: Runtime, files: SwapperFiles | None = None) -> SwapperEngine:
-    if name not in SWAPPERS:
-        raise FacefuseError(ErrorCode.INVALID_OPTION, f"unknown swapper '{name}'",
-                            f"choose one of: {', '.join(SWAPPERS)}", {"engine": name})
+    """``name`` is a row of the swapper table (the engine table checked it: :func:`engine_table.make_engine`)."""
     files = files or SwapperFiles()
     spec = SWAPPERS[name]
     path = model_file(store, name, files.model, files.allow_unknown)

@@ -88,11 +88,11 @@ class AnalysisDeployment(_Replica):
         self.batch_sizes: Counter[int] = Counter()  # requests per model batch → how many such batches
 
     @serve.batch
-    async def _analyze_batch(self, requests: list[list[work.DetectJob]]
+    async def _analyze_batch(self, requests: list[list[work.DetectRequest]]
                              ) -> list[list[ImageAnalysis | FacefuseError]]:
         """Each item is one request's photos (a fusion's two, a detection's one); all go through one FaceMesh run."""
         self.batch_sizes[len(requests)] += 1
-        flat = [(job.image, job.role) for photos in requests for job in photos]
+        flat = [(asked.image, asked.role) for photos in requests for asked in photos]
         found = await asyncio.to_thread(self.fuser.analyze_many, flat)
         answers, first = [], 0
         for photos in requests:
@@ -100,13 +100,13 @@ class AnalysisDeployment(_Replica):
             first += len(photos)
         return answers
 
-    async def analyze(self, photos: list[work.DetectJob]) -> list[ImageAnalysis | FacefuseError]:
+    async def analyze(self, photos: list[work.DetectRequest]) -> list[ImageAnalysis | FacefuseError]:
         """One request's photos, analysed together: one admission, so a fusion is never half refused."""
         return await self._analyze_batch(photos)
 
-    async def detect(self, job: work.DetectJob) -> dict[str, Any] | FacefuseError:
-        (found,) = await self._analyze_batch([job])
-        return found if isinstance(found, FacefuseError) else work.detect_report(self.fuser, found, job.role)
+    async def detect(self, asked: work.DetectRequest) -> dict[str, Any] | FacefuseError:
+        (found,) = await self._analyze_batch([asked])
+        return found if isinstance(found, FacefuseError) else work.detect_report(self.fuser, found, asked.role)
 
     def models(self, engines: list[str]) -> dict[str, Any]:
         return work.models_report(self.fuser, engines)
@@ -124,14 +124,14 @@ class FusionDeployment(_Replica):
         super().__init__(settings, store, engine=True)
 
     async def fuse(self, photos: list[ImageAnalysis | FacefuseError],
-                   job: work.FuseSpec) -> work.FuseAnswer | FacefuseError:
+                   asked: work.FuseSpec) -> work.FuseAnswer | FacefuseError:
         source, target = photos
         if isinstance(source, FacefuseError):
             return source
         if isinstance(target, FacefuseError):
             return target
         try:
-            return await asyncio.to_thread(work.fuse_analysed, self.fuser, source, target, job)
+            return await asyncio.to_thread(work.fuse_analysed, self.fuser, source, target, asked)
         except FacefuseError as exc:
             return exc
 
@@ -192,21 +192,22 @@ class RayBackend:
         return {"ready_after_s": round(self.ready_after_s or 0.0, 3), "backend": "ray", "deployments": self.parts,
                 "queue": {"size": self.settings.queue_size}}
 
-    async def fuse(self, job: work.FuseJob, *, deadline: float,
+    async def fuse(self, asked: work.FuseRequest, *, deadline: float,
                    disconnected: Disconnected) -> Outcome[work.FuseAnswer]:
         self.readiness()
         analysis, fusion = self.handles[ANALYSIS], self.handles[FUSION]
-        photos = analysis.analyze.remote([work.DetectJob(job.source, "source"), work.DetectJob(job.target, "target")])
-        fused = fusion.fuse.remote(photos, job.spec)  # the analyses travel replica to replica, the bytes stay here
+        photos = analysis.analyze.remote([work.DetectRequest(asked.source, "source"),
+                                          work.DetectRequest(asked.target, "target")])
+        fused = fusion.fuse.remote(photos, asked.spec)  # the analyses travel replica to replica, the bytes stay here
         start = time.monotonic()
         answer = await self._wait(fused, [photos], deadline, disconnected)
         return Outcome(answer, self._queued_ms(start, answer.timings_ms["total"] + answer.timings_ms["encode"]))
 
-    async def detect(self, job: work.DetectJob, *, deadline: float,
+    async def detect(self, asked: work.DetectRequest, *, deadline: float,
                      disconnected: Disconnected) -> Outcome[dict[str, Any]]:
         self.readiness()
         start = time.monotonic()
-        report = await self._wait(self.handles[ANALYSIS].detect.remote(job), [], deadline, disconnected)
+        report = await self._wait(self.handles[ANALYSIS].detect.remote(asked), [], deadline, disconnected)
         return Outcome(report, self._queued_ms(start, sum(report["timings_ms"].values())))
 
     async def models(self) -> dict[str, Any]:

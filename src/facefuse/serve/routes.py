@@ -20,7 +20,7 @@ from .openapi import DetectAnswer, FuseAnswer, ModelsAnswer, fuse_request_body, 
 from .state import ServiceState
 from .uploads import DetectJSON, FuseJSON, FuseOptionsIn, parse_detect, parse_fuse
 from .web import CONTENT_SECURITY_POLICY, WEB_DIR
-from .work import DetectJob, FuseJob
+from .work import DetectRequest, FuseRequest
 
 
 def service(request: Request) -> ServiceState:
@@ -65,10 +65,10 @@ async def fuse(request: Request) -> Response:
         upload = await run_in_threadpool(parse_fuse, request, body, state.fuse_models, state.defaults)
         as_image, accepted_format = image_format_wanted(request.headers.get("accept", ""))
         fmt = output_format(upload.encoding.output_format or accepted_format or "jpeg")
-        job = FuseJob(upload.source, upload.target, upload.options, fmt, upload.encoding.quality)
+        asked = FuseRequest(upload.source, upload.target, upload.options, fmt, upload.encoding.quality)
         pixels = declared_pixels(upload.source) + declared_pixels(upload.target)
         async with state.pixels.hold(pixels, deadline):
-            outcome = await backend.fuse(job, deadline=deadline, disconnected=lambda: _disconnect(request))
+            outcome = await backend.fuse(asked, deadline=deadline, disconnected=lambda: _disconnect(request))
     result = outcome.value
     timings = {"queue": outcome.queued_ms, **result.timings_ms}
     state.metrics.observe_stages(timings)
@@ -93,7 +93,7 @@ async def detect(request: Request) -> Response:
         deadline = time.monotonic() + settings.deadline_s
         upload = await run_in_threadpool(parse_detect, request, body)
         async with state.pixels.hold(declared_pixels(upload.image), deadline):
-            outcome = await backend.detect(DetectJob(upload.image, upload.role), deadline=deadline,
+            outcome = await backend.detect(DetectRequest(upload.image, upload.role), deadline=deadline,
                                            disconnected=lambda: _disconnect(request))
     report = outcome.value
     report["timings_ms"] = {"queue": round(outcome.queued_ms, 2), **report["timings_ms"]}

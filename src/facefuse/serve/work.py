@@ -28,8 +28,9 @@ class FuseSpec:
 
 
 @dataclass(frozen=True)
-class FuseJob:
-    """One fusion request, parsed and validated: the two photos' bytes, the options and the output encoding."""
+class FuseRequest:
+    """One fusion request (not a batch job: those are facefuse.jobs), parsed and validated: the two photos' bytes,
+    the options and the output encoding."""
 
     source: bytes
     target: bytes
@@ -53,7 +54,7 @@ class FuseAnswer:
 
 
 @dataclass(frozen=True)
-class DetectJob:
+class DetectRequest:
     image: bytes
     role: str
 
@@ -64,14 +65,14 @@ def answer(result: FusionResult) -> FuseAnswer:
     return FuseAnswer(result.data, result.faces, result.timings_ms, result.warnings)
 
 
-def fuse(fuser: Fuser, job: FuseJob) -> FuseAnswer:
+def fuse(fuser: Fuser, asked: FuseRequest) -> FuseAnswer:
     """The whole list in one place (the single-process backend)."""
-    return answer(fuser.fuse(job.source, job.target, job.options, Encoding(job.fmt, job.quality)))
+    return answer(fuser.fuse(asked.source, asked.target, asked.options, Encoding(asked.fmt, asked.quality)))
 
 
-def fuse_analysed(fuser: Fuser, source: ImageAnalysis, target: ImageAnalysis, job: FuseSpec) -> FuseAnswer:
+def fuse_analysed(fuser: Fuser, source: ImageAnalysis, target: ImageAnalysis, asked: FuseSpec) -> FuseAnswer:
     """The stages after analysis (the Ray fusion deployment, fed by the analysis deployment)."""
-    return answer(fuser.fuse_analyses(source, target, job.options, Encoding(job.fmt, job.quality)))
+    return answer(fuser.fuse_analyses(source, target, asked.options, Encoding(asked.fmt, asked.quality)))
 
 
 def quality_verdict(record: Record) -> dict[str, Any]:
