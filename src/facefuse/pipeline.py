@@ -178,8 +178,8 @@ class Fuser:
     # --- fusion --------------------------------------------------------------------------------------------------
     def prepare(self, source: ImageInput | ImageAnalysis, options: FusionOptions) -> PreparedSource:
         """The source's slice of the list, done once: a batch reuses it for every target, a video for every frame."""
-        self.engine(options.engine)  # an unknown engine fails before any photo is decoded
-        record = self.stages.only(SOURCE)(_given(source, "source", options))
+        engine = self.engine(options.engine)  # resolved once; an unknown engine fails before any photo is decoded
+        record = self.stages.only(SOURCE)(replace(_given(source, "source", options), engine=engine))
         (chosen,) = record.faces
         assert record.analysis is not None and record.prepared is not None and record.engine is not None
         return PreparedSource(record.analysis, chosen.face, record.prepared, record.engine, record.timings_ms,

@@ -77,7 +77,7 @@ class Record:
     faces: tuple[TargetFace, ...] = ()  # the chosen faces that passed the gate
     refusal: FacefuseError | None = None  # the gate's verdict when it refused and did not raise
     source: PreparedSource | None = None  # for targets and frames
-    engine: FusionEngine | None = None  # resolved once, by the source's render stage
+    engine: FusionEngine | None = None  # the source's engine, resolved once (by Fuser.prepare, else by render)
     prepared: SourceFace | None = None  # the source's render stage: the engine's payload
     encode: Encoding | None = None  # set: the encode stage writes ``encoded``
     encoded: bytes | None = None

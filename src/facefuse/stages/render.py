@@ -22,7 +22,7 @@ class Render(Stage):
         if record.role == "source":
             (chosen,) = record.faces
             assert record.image is not None
-            engine = self.engine(record.options.engine)
+            engine = record.engine or self.engine(record.options.engine)
             return replace(record, engine=engine, prepared=engine.prepare_source(record.image, chosen.face))
         assert record.face is not None and record.aligned is not None and record.source is not None
         source = record.source
