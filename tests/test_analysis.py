@@ -18,7 +18,7 @@ from facefuse.analysis.detectors import DETECTOR_NAMES, make_detector
 from facefuse_eval.analysis import landmark_nme, load_dlib_annotations, match_faces
 from facefuse.analysis.select import choose_faces
 from facefuse.analysis.types import ImageAnalysis
-from facefuse.config import AnalysisConfig, StoreConfig
+from facefuse.config import AnalysisConfig, QualityConfig, StoreConfig
 from facefuse.errors import ErrorCode, FacefuseError
 from facefuse.imageio import decode_image
 from facefuse.models import ModelStore
@@ -43,7 +43,7 @@ def analyzer(store: ModelStore, runtime: Runtime) -> FaceAnalyzer:
 def analyzer_with(store: ModelStore, runtime: Runtime, **changes) -> FaceAnalyzer:
     quality = changes.pop("quality", {})
     config = AnalysisConfig(**changes)
-    config = dataclasses.replace(config, quality=dataclasses.replace(config.quality, **quality))
+    config = dataclasses.replace(config, quality=QualityConfig(**{**config.quality.model_dump(), **quality}))
     return FaceAnalyzer(store, runtime, config)
 
 
@@ -240,7 +240,6 @@ def codes(analysis: ImageAnalysis) -> set[str]:
 
 def refusal(analysis: ImageAnalysis, choice: str | int = "largest") -> FacefuseError | None:
     """The pipeline's gate stage's verdict on ``analysis`` as detect gives it (no restoring)."""
-    from facefuse.config import QualityConfig
     from facefuse.fusion.engine import FusionOptions
     from facefuse.stages import Record
     from facefuse.stages.gate import Gate
