@@ -53,9 +53,14 @@ def _extra(info: FieldInfo) -> dict[str, Any]:
     return extra if isinstance(extra, dict) else {}
 
 
+def flag_name(name: str) -> str:
+    """``--name-with-dashes``: the CLI flag of a field or setting that names none of its own."""
+    return "--" + name.replace("_", "-")
+
+
 def flag_of(name: str, info: FieldInfo) -> str:
-    """The CLI flag of a field: ``--name-with-dashes`` unless the field names its own."""
-    return str(_extra(info).get("x-flag") or "--" + name.replace("_", "-"))
+    """The CLI flag of a field: :func:`flag_name` unless the field names its own."""
+    return str(_extra(info).get("x-flag") or flag_name(name))
 
 
 def scope_of(info: FieldInfo) -> Scope:

@@ -18,11 +18,9 @@ from pydantic.fields import FieldInfo
 from ..analysis.detectors import DETECTOR_NAMES
 from ..config import AnalysisConfig, GpuOptions, ImageLimits, Precision, QualityConfig, RuntimeConfig, StoreConfig
 from ..pipeline import FuserConfig
-from ..schema import fields_of, flag_of
+from ..schema import fields_of, flag_name, flag_of
 
-
-def flag_name(name: str) -> str:
-    return "--" + name.replace("_", "-")
+__all__ = ["add_fuser_options", "add_model_flags", "flag_name", "fuser_config", "model_from_args"]
 
 
 def _metavar(annotation: Any) -> str:
