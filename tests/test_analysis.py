@@ -256,6 +256,7 @@ def test_a_clear_portrait_passes_the_gate(faces_dir: Path, analyzer: FaceAnalyze
     assert face.landmarks.shape == (468, 3)
     assert face.keypoints.shape == (5, 2)
     assert refusal(analysis) is None
+    assert list(analysis.timings_ms) == ["detect", "landmarks", "gate"]  # the stages' names, outside the pipeline
 
 
 def test_no_face(faces_dir: Path, analyzer: FaceAnalyzer) -> None:
