@@ -6,7 +6,7 @@ ran the whole fusion per target, so the source's restore, gate and engine prepar
 After, the source goes through its slice once per batch and the align stage warps the crop once.
 
 Both trees run in fresh processes, interleaved (base, this, base, this, …); medians of wall and CPU time.
-Usage: ``python benchmarks/stages.py --base /tmp/stages_base/src [--rounds 3]``.
+Usage: ``PYTHONPATH=src python benchmarks/stages.py --base /tmp/stages_base/src [--rounds 3]``.
 """
 
 from __future__ import annotations

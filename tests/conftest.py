@@ -52,6 +52,13 @@ def rec(faces_dir: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
+def service_photos(faces_dir: Path, rec: Path) -> dict[str, Path]:
+    """The photos the service tests send: a source, a target, a group of two and a photo without a face."""
+    return {"source": rec / "obama.jpg", "target": rec / "biden.jpg", "group": rec / "two_people.jpg",
+            "no_face": faces_dir / "insightface/inspireface/bulk/view.jpg"}
+
+
+@pytest.fixture(scope="session")
 def mirror_dir() -> Path:
     return _require(MODELS_MIRROR)
 

@@ -66,11 +66,8 @@ def local(store_config: StoreConfig) -> Iterator[LiveServer]:
 
 
 @pytest.fixture(scope="module")
-def photos(faces_dir: Path) -> dict[str, bytes]:
-    rec = faces_dir / "face_recognition"
-    return {"source": (rec / "obama.jpg").read_bytes(), "target": (rec / "biden.jpg").read_bytes(),
-            "group": (rec / "two_people.jpg").read_bytes(),
-            "no_face": (faces_dir / "insightface/inspireface/bulk/view.jpg").read_bytes()}
+def photos(service_photos: dict[str, Path]) -> dict[str, bytes]:
+    return {name: path.read_bytes() for name, path in service_photos.items()}
 
 
 def pair(photos: dict[str, bytes], source: str = "source", target: str = "target") -> dict[str, tuple[str, bytes]]:
