@@ -62,7 +62,7 @@ class Models:
 
 def default_stages(models: Models, analysis: AnalysisConfig) -> Pipeline:
     """The one ordered list."""
-    gate = Gate(analysis.quality)
+    gate = Gate(analysis.quality, models.cache)
     return Pipeline([
         Decode(analysis.limits, models.cache),
         Detect(models.analyzer),

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..analysis.cache import AnalysisCache
 from ..analysis.quality import measure, raise_first_issue
 from ..analysis.select import choose_faces
 from ..analysis.types import Face, ImageAnalysis, largest
@@ -32,6 +33,7 @@ RESTORABLE = frozenset({ErrorCode.TOO_BLURRY.value, ErrorCode.FACE_TOO_SMALL.val
 class Gate(Stage):
     name = "gate"
     quality: QualityConfig
+    cache: AnalysisCache | None = None  # where a photo's measured analysis is kept (a hit then needs no measuring)
 
     def measured(self, image: np.ndarray, face: Face) -> Face:
         return face if face.sharpness is not None else measure(image, face, self.quality)
@@ -47,8 +49,10 @@ class Gate(Stage):
             return self.verdict(replace(record, faces=faces), restoring=_restoring(record))
         assert record.analysis is not None
         analysis = record.analysis
-        measured = ImageAnalysis(analysis.image, tuple(self.measured(record.image, f) for f in analysis.faces),
-                                 analysis.rotation, dict(analysis.timings_ms))
+        faces = tuple(self.measured(record.image, f) for f in analysis.faces)
+        measured = ImageAnalysis(analysis.image, faces, analysis.rotation, dict(analysis.timings_ms))
+        if self.cache is not None and record.cache_key and faces != analysis.faces:
+            self.cache.put(record.cache_key, measured)
         record = replace(record, analysis=measured)
         choice, allow_all = _choice(record)
         try:
