@@ -27,7 +27,7 @@ run: install
 	$(BIN)/facefuse serve --host $(HOST) --port $(PORT)
 
 $(VENV)/.test-installed: $(VENV)/.installed
-	$(PIP) -e '.[convert,optimize,test,train,ray,docs]'
+	$(PIP) -e '.[convert,optimize,test,train,ray,docs]' -e ./dists/facefuse-eval -e ./dists/facefuse-training
 	touch $@
 
 # Debian's Chromium for the browser test (Playwright drives it; no browser is downloaded by Playwright itself).
@@ -65,12 +65,16 @@ bench: install $(VENV)/.test-installed test-data
 	$(BIN)/python docs/make_figures.py
 	$(BIN)/python docs/sync.py --check || { echo "the docs quote figures the new BENCHMARKS.md does not hold: update them" >&2; exit 1; }
 
+# pyflakes + pycodestyle errors by ruff (rules in pyproject.toml [tool.ruff])
+lint: $(VENV)/.test-installed
+	$(BIN)/python -m ruff check src tests benchmarks
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache artifacts .test-data site
 
 # Our own face restorer (needs the 'train' extra; resumes from artifacts/restorer). See docs/restorer.md.
 train-restorer: $(VENV)/.installed
-	$(PIP) -e '.[train]'
+	$(PIP) -e '.[train]' -e ./dists/facefuse-training
 	$(BIN)/facefuse train restorer --out artifacts/restorer
 
 # Our own face segmenter (needs the 'train' extra; label cache in .cache/segmenter, run resumes from
@@ -78,6 +82,6 @@ train-restorer: $(VENV)/.installed
 # (the schedule is stretched at the resume; every batch is seeded by its step, so both phases are reproducible).
 # Ship the result with `facefuse train segmenter --steps 2600 --until ship`. See docs/models.md "Face segmentation".
 train-segmenter: $(VENV)/.installed
-	$(PIP) -e '.[train]'
+	$(PIP) -e '.[train]' -e ./dists/facefuse-training
 	$(BIN)/facefuse train segmenter --out artifacts/segmenter --steps 1800 --until train
 	$(BIN)/facefuse train segmenter --out artifacts/segmenter --steps 2600

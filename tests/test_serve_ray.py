@@ -66,11 +66,8 @@ def local(store_config: StoreConfig) -> Iterator[LiveServer]:
 
 
 @pytest.fixture(scope="module")
-def photos(faces_dir: Path) -> dict[str, bytes]:
-    rec = faces_dir / "face_recognition"
-    return {"source": (rec / "obama.jpg").read_bytes(), "target": (rec / "biden.jpg").read_bytes(),
-            "group": (rec / "two_people.jpg").read_bytes(),
-            "no_face": (faces_dir / "insightface/inspireface/bulk/view.jpg").read_bytes()}
+def photos(service_photos: dict[str, Path]) -> dict[str, bytes]:
+    return {name: path.read_bytes() for name, path in service_photos.items()}
 
 
 def pair(photos: dict[str, bytes], source: str = "source", target: str = "target") -> dict[str, tuple[str, bytes]]:
@@ -80,7 +77,7 @@ def pair(photos: dict[str, bytes], source: str = "source", target: str = "target
 def test_readyz_reports_every_deployment(client: httpx.Client):
     ready = client.get("/readyz").json()
     assert ready["status"] == "ready" and ready["backend"] == "ray"
-    assert set(ready["deployments"]) == {"FaceAnalysis", "FusionEngine"}
+    assert set(ready["deployments"]) == {"Analysis", "Fusion"}
     for part in ready["deployments"].values():
         assert part["threads"] == 1  # half a CPU: ONNX Runtime and OpenCV pinned to one thread
 
@@ -93,8 +90,17 @@ def test_fuse_answers_as_the_single_process_does(client: httpx.Client, local: Li
     ours, theirs = ray_answer.json(), local_answer.json()
     assert set(ours) == set(theirs)
     assert len(ours["faces"]) == 2 and ours["faces"] == theirs["faces"]
-    stages = {part.split(";")[0] for part in ray_answer.headers["server-timing"].split(", ")}
-    assert {"queue", "target_landmarks", "analyze_source", "render", "encode", "total"} <= stages
+    # the same stages ran, in the same order, split over the two deployments (analysis: decode … landmarks)
+    def stages(answer: httpx.Response) -> list[str]:
+        return [part.split(";")[0] for part in answer.headers["server-timing"].split(", ")]
+
+    source = ["decode", "detect", "landmarks", "gate", "restore", "render"]
+    target = ["decode", "detect", "landmarks", "gate", "restore", "align", "render", "segment", "relight", "blend",
+              "label", "encode"]
+    expected = ["queue", *(f"source_{n}" for n in source), *target, "total"]
+    cached = {"detect", "landmarks", "source_detect", "source_landmarks"}  # not run on an analysis cache hit
+    assert stages(ray_answer) == stages(local_answer)
+    assert [n for n in stages(ray_answer) if n not in cached] == [n for n in expected if n not in cached]
 
 
 def test_fuse_as_image_is_labelled(client: httpx.Client, photos):
@@ -140,7 +146,7 @@ def test_batch_jobs_are_refused_with_a_reason(client: httpx.Client, photos):
 def test_two_concurrent_requests_share_one_model_batch(client: httpx.Client, server: LiveRayServer, photos):
     from ray import serve
 
-    analysis = serve.get_deployment_handle("FaceAnalysis", app_name=server.name)
+    analysis = serve.get_deployment_handle("Analysis", app_name=server.name)
     before = analysis.stats.remote().result()["batch_sizes"]
     with ThreadPoolExecutor(2) as pool:
         answers = list(pool.map(lambda name: client.post("/v1/detect", files={"image": ("p.jpg", photos[name])}),

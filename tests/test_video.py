@@ -84,7 +84,7 @@ def test_frames_without_a_face_pass_through_unchanged(fuser, faces_dir, source, 
 
 
 def test_tracking_keeps_the_person_across_a_cut_and_a_new_person_gets_a_new_id(fuser, frames):
-    tracker = FaceTracker(fuser.analyzer, VideoOptions(every_n=5), fuser.config.analysis.quality, "largest")
+    tracker = FaceTracker(fuser.analyzer, VideoOptions(every_n=5), fuser.gate, True, "largest")
     ids = []
     for i, frame in enumerate(frames):
         faces = tracker.step(frame, i / 15)
@@ -208,7 +208,7 @@ def test_tracking_keeps_the_id_through_a_short_occlusion(fuser, faces_dir):
     frames = [camera(photo, (640, 360), i / 14, OBAMA_720P, pan=0.1) for i in range(15)]
     for frame in frames[5:9]:  # a hand (a flat grey card) over the face for four frames
         frame[90:270, 250:390] = 128
-    tracker = FaceTracker(fuser.analyzer, VideoOptions(every_n=3), fuser.config.analysis.quality, "largest")
+    tracker = FaceTracker(fuser.analyzer, VideoOptions(every_n=3), fuser.gate, True, "largest")
     ids = [sorted(f.track_id for f in tracker.step(frame, i / 15)) for i, frame in enumerate(frames)]
     assert ids[0] == [0] and ids[-1] == [0], ids
     assert all(i == [] for i in ids[5:9])  # really lost while covered, then found again as the same track

@@ -27,11 +27,8 @@ def server(store_config: StoreConfig) -> Iterator[LiveServer]:
 
 
 @pytest.fixture(scope="module")
-def photos(faces_dir: Path) -> dict[str, str]:
-    rec = faces_dir / "face_recognition"
-    return {"source": str(rec / "obama.jpg"), "target": str(rec / "biden.jpg"),
-            "group": str(rec / "two_people.jpg"),
-            "no_face": str(faces_dir / "insightface/inspireface/bulk/view.jpg")}
+def photos(service_photos: dict[str, Path]) -> dict[str, str]:
+    return {name: str(path) for name, path in service_photos.items()}
 
 
 def open_page(browser, server: LiveServer, api_errors: Collection[int] = (), **context_options):

@@ -21,14 +21,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from types import MappingProxyType
 
 import numpy as np
 
 from .config import ImageLimits
 from .fusion.engine import FusionOptions
-from .imageio import ImageInput, add_visible_mark, decode_image, encode_image
-from .pipeline import Fuser, PreparedSource, Stopwatch
+from .imageio import ImageInput, decode_image, encode_image
+from .pipeline import Fuser, PreparedSource, TargetFace
+from .stages.record import Record
 from .video.options import VideoOptions
 from .video.smoothing import LutAverage
 from .video.tracking import FaceTracker
@@ -63,10 +65,12 @@ class LiveSession:
     def __init__(self, fuser: Fuser, source: ImageInput | PreparedSource, options: FusionOptions | None = None,
                  video: VideoOptions | None = None, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.fuser = fuser
-        self.options = options or live_options()
+        # the visible mark goes on every live frame, fused or not, whatever the options say
+        self.options = (options or live_options()).model_copy(update={"visible_label": True})
         self.video = video or VideoOptions(every_n=LIVE_DETECT_EVERY)
         self.prepared = source if isinstance(source, PreparedSource) else fuser.prepare(source, self.options)
-        self.tracker = FaceTracker(fuser.analyzer, self.video, fuser.config.analysis.quality, self.options.target_face)
+        restoring = self.options.restore != "off" and (self.options.profile_degree > 0 or self.options.feature_degree > 0)
+        self.tracker = FaceTracker(fuser.analyzer, self.video, fuser.gate, restoring, self.options.target_face)
         self.colour: dict[int, LutAverage] = {}
         self.frames = 0
         self.frames_fused = 0
@@ -81,12 +85,13 @@ class LiveSession:
     def process(self, image: np.ndarray, time_s: float | None = None) -> LiveFrame:
         """``image`` (RGB uint8) fused and marked; ``time_s`` is the frame's time in seconds (default: now), which the
         landmark smoothing uses to tell a still face from a moving one."""
-        watch = Stopwatch()
         moment = self._clock() - self._started if time_s is None else time_s
-        shown, fused = self._fuse_frame(image, moment, watch)
+        record = self._fuse_frame(image, moment)
+        fused = bool(record.faces)
         self.frames += 1
         self.frames_fused += fused
-        return LiveFrame(shown, fused, watch.timings)
+        assert record.image is not None
+        return LiveFrame(record.image, fused, dict(record.timings_ms))
 
     def process_encoded(self, data: bytes, limits: ImageLimits, quality: int = LIVE_QUALITY) -> tuple[bytes, LiveFrame]:
         """An encoded camera frame (JPEG, WebP or PNG, within ``limits``) in, a labelled JPEG of the result out."""
@@ -101,9 +106,10 @@ class LiveSession:
         return encoded, frame
 
     # ---- THE per-frame pipeline call: the only place live mode runs the fusion stages ------------------------------
-    def _fuse_frame(self, image: np.ndarray, moment: float, watch: Stopwatch) -> tuple[np.ndarray, bool]:
-        """Track → fuse each chosen face → visible mark, as ``facefuse.video.fuse`` does per frame: (the frame to
-        show, whether a face was fused). When the pipeline gains a per-frame API, this method is what calls it."""
+    def _fuse_frame(self, image: np.ndarray, moment: float) -> Record:
+        """Track, then the frame's slice of the stage list (gate … label, :meth:`Fuser.fuse_frame`) on the chosen
+        faces, as ``facefuse.video.fuse`` does per frame; the tracker stands in for decode/detect/landmarks."""
+        clock = time.perf_counter()
         cuts = self.tracker.scene_cuts
         followed = self.tracker.step(image, moment)
         if self.tracker.locked is not None and all(f.track_id != self.tracker.locked for f in followed):
@@ -111,11 +117,14 @@ class LiveSession:
         faces = self.tracker.chosen(followed)
         if self.tracker.scene_cuts != cuts:
             self.colour.clear()  # the light changed at once: start the colour average again
-        watch.lap("track")
-        for tracked in faces:
-            smoother = self.colour.setdefault(tracked.track_id, LutAverage(self.video.colour_weight)) \
-                if self.video.smoothing else None
-            image = self.fuser.apply(self.prepared, image, [tracked.face], self.options, watch, smoother)
-        marked = add_visible_mark(image)  # on every frame, fused or not, whatever visible_label says
-        watch.lap("label")
-        return marked, bool(faces)
+        turns = [self.colour.setdefault(t.track_id, LutAverage(self.video.colour_weight)).turn()
+                 if self.video.smoothing else None for t in faces]
+        track_ms = (time.perf_counter() - clock) * 1000
+        try:
+            record = self.fuser.fuse_frame(self.prepared, image, [TargetFace(t.face, t.face, turn)
+                                                                   for t, turn in zip(faces, turns)], self.options)
+        finally:
+            for turn in turns:  # a face the gate refused never used its turn
+                if turn is not None:
+                    turn.close()
+        return replace(record, timings_ms=MappingProxyType({"track": track_ms, **record.timings_ms}))

@@ -18,21 +18,16 @@ from scipy.interpolate import RBFInterpolator
 from scipy.spatial import cKDTree
 
 from ..analysis.pose import face_axes
-from ..analysis.quality import ARCFACE_112
 from ..analysis.types import Face
 from ..geometry import align, mesh
+from ..geometry.align import crop_template
 from ..geometry.regions import (FACE_OVAL, IDENTITY_POINTS, LIPS_INNER, LIPS_OUTER, MOUTH_GROUP, face_masks, feather,
                                 polygon_mask, shrink, skin_mask)
 from .engine import FusionOptions, RenderedFace, SourceFace
 
-CROP_FACE_SCALE = 0.55  # the ArcFace template shrunk so the whole head and its surroundings fit in the crop
 RING_SCALE = 1.45  # fixed ring around the face oval where the geometric warp fades to nothing
 BORDER_POINTS = 5  # fixed points per crop side
 MAP_STEP = 4  # remap tables at 1/4 resolution (see geometry.mesh.remap_tables): within 46 dB of 1/2, 3 ms less
-
-
-def crop_template(size: int) -> np.ndarray:
-    return (ARCFACE_112 - 56.0) * (size / 112.0) * CROP_FACE_SCALE + size / 2.0
 
 
 def reposed_shape(source_mesh: np.ndarray, target_mesh: np.ndarray) -> np.ndarray:
@@ -133,13 +128,15 @@ class MeshFusionEngine:
         return SourceFace(face, {"image": image, "mesh": face.landmarks,
                                  "mirror": mirror_fill(face.landmarks) if turned else None})
 
-    def render(self, source: SourceFace, target_image: np.ndarray, target_face: Face,
+    def crop_matrix(self, face: Face, options: FusionOptions) -> tuple[np.ndarray, int]:
+        size = options.crop_size
+        return align.similarity(face.keypoints, crop_template(size)), size
+
+    def render(self, source: SourceFace, target_crop: np.ndarray, to_crop: np.ndarray, target_face: Face,
                options: FusionOptions) -> RenderedFace:
         assert target_face.landmarks is not None
-        size = options.crop_size
+        size = target_crop.shape[0]
         profile, feature = options.profile_degree / 100.0, options.feature_degree / 100.0
-        to_crop = align.similarity(target_face.keypoints, crop_template(size))
-        target_crop = align.aligned_crop(target_image, to_crop, size)
         target_pts = align.apply(to_crop, target_face.landmarks)[:, :2]
 
         source_mesh = source.payload["mesh"]

@@ -69,7 +69,7 @@ def create_app(settings: ServeSettings | None = None, *, store: StoreConfig | No
     """The service; ``backend`` runs the models (default: :class:`LocalBackend`, this process). The Ray Serve
     ingress passes a ``RayBackend`` here — every route, limit and error is the same either way."""
     settings = settings or ServeSettings()
-    store = store or StoreConfig()
+    store = store or StoreConfig.from_env()
     metrics = ServiceMetrics(settings.max_batch)
     state = ServiceState(settings=settings, store=store, metrics=metrics,
                          backend=backend or LocalBackend(settings, store))

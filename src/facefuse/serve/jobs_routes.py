@@ -89,11 +89,6 @@ def _jobs(request: Request) -> JobService:
     return jobs
 
 
-_ERRORS = {status: {"description": text} for status, text in {
-    400: "malformed request, bad option or bad zip", 401: "missing or wrong API key", 404: "no such job",
-    409: "the job has not finished (JOB_NOT_DONE)", 410: "the job expired and its files were deleted",
-    413: "body, zip or item count over its limit", 503: "models still loading",
-    507: "the jobs' disk budget is used up (STORAGE_FULL)"}.items()}
 
 def _request_body() -> dict[str, Any]:
     """OpenAPI: the multipart body — the two file fields, /v1/fuse's option fields and the video fields."""
@@ -174,7 +169,7 @@ def _record(jobs: JobService, job_id: str) -> JobRecord:
                            "the fields of `facefuse video` (`start`, `end`, `every_n`, `crf`, `codec`…). Limits are server "
                            "settings: `--max-body-mb`, `--job-max-items`, `--job-max-unzipped-mb`, "
                            "`--job-max-disk-mb`; finished jobs are kept `--job-retention-hours`.",
-               responses={202: {"description": "the job, queued; poll `GET /v1/jobs/{id}`"}, **_ERRORS},
+               responses={202: {"description": "the job, queued; poll `GET /v1/jobs/{id}`"}},
                openapi_extra=_request_body())
 async def create_job(request: Request) -> JSONResponse:
     state = service(request)
@@ -191,8 +186,7 @@ async def create_job(request: Request) -> JSONResponse:
     return JSONResponse(view, status_code=202, headers={"Location": f"/v1/jobs/{record.id}"})
 
 
-@jobs_api.get("/{job_id}", summary="A job's state, progress (%, frames/s, ETA) and per-item errors",
-              responses=_ERRORS)
+@jobs_api.get("/{job_id}", summary="A job's state, progress (%, frames/s, ETA) and per-item errors")
 async def get_job(request: Request, job_id: str) -> dict[str, Any]:
     jobs = _jobs(request)
     # the database calls wait for a worker's write: off the event loop, so health checks never queue behind them
@@ -200,7 +194,7 @@ async def get_job(request: Request, job_id: str) -> dict[str, Any]:
 
 
 @jobs_api.get("/{job_id}/result", name="job_result", summary="The finished job's video, or a zip of its photos",
-              responses={200: {"content": {"application/zip": {}, "video/mp4": {}}}, **_ERRORS})
+              responses={200: {"content": {"application/zip": {}, "video/mp4": {}}}})
 async def job_result(request: Request, job_id: str) -> FileResponse:
     jobs = _jobs(request)
     record = _record(jobs, job_id)
@@ -219,7 +213,7 @@ async def job_result(request: Request, job_id: str) -> FileResponse:
                         content_disposition_type="inline" if inline else "attachment")
 
 
-@jobs_api.delete("/{job_id}", summary="Cancel a job and delete its files", responses=_ERRORS)
+@jobs_api.delete("/{job_id}", summary="Cancel a job and delete its files")
 async def delete_job(request: Request, job_id: str) -> dict[str, Any]:
     jobs = _jobs(request)
     record = _record(jobs, job_id)

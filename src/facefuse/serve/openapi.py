@@ -151,6 +151,8 @@ class ModelInfo(BaseModel):
     name: str
     task: str
     licence: str
+    commercial_use: bool = Field(description="the model's licence permits commercial use (a deployment with "
+                                 "allow_noncommercial_models=false uses only these)")
     default: bool = Field(description="pulled by `facefuse models pull --default`")
     cached: bool = Field(description="in this server's model cache")
     description: str

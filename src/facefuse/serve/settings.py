@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, create_model, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from ..config import AnalysisConfig, GpuOptions, ImageLimits, Precision, RuntimeConfig, StoreConfig
+from ..config import AnalysisConfig, GpuOptions, ImageLimits, Precision, QualityConfig, RuntimeConfig, StoreConfig
 from ..fusion.engine import FusionOptions
 from ..pipeline import FuserConfig
 from ..schema import Scope, fields_of
@@ -32,7 +32,8 @@ class _Settings(JobSettings, LiveSettings, BaseSettings):
     """Everything ``facefuse serve`` can be told; each field is also ``FACEFUSE_<NAME>`` in the environment.
 
     The operator-scope options (:class:`~facefuse.fusion.engine.FusionOptions` fields declared with
-    ``scope=Scope.OPERATOR``, such as ``crop_size``, and :class:`~facefuse.config.GpuOptions`) are added to this
+    ``scope=Scope.OPERATOR``, such as ``crop_size``, :class:`~facefuse.config.GpuOptions` and the quality gate's
+    :class:`~facefuse.config.QualityConfig`) are added to this
     class as settings of their own below.
     """
 
@@ -74,8 +75,7 @@ class _Settings(JobSettings, LiveSettings, BaseSettings):
         description="comma-separated fusion engines loaded at start (mesh, or swappers whose models are installed, "
                     "see `facefuse models list`); requests may name only these, the first is the default")
     allow_noncommercial_models: bool = Field(
-        default_factory=lambda: StoreConfig().allow_noncommercial_models,
-        description="allow models licensed for non-commercial use only (false: such stages use their classic method "
+        True, description="allow models licensed for non-commercial use only (false: such stages use their classic method "
                     "or are refused)")
     providers: str = Field("", description="comma-separated ONNX Runtime providers in order of preference")
     precision: Precision = Field(
@@ -159,11 +159,13 @@ class _Settings(JobSettings, LiveSettings, BaseSettings):
         or pinned to ``threads`` (a Ray replica's CPU share)."""
         providers = tuple(p for p in self.providers.split(",") if p.strip()) or None
         return FuserConfig(
-            store=replace(store or StoreConfig(), allow_noncommercial_models=self.allow_noncommercial_models),
+            store=replace(store or StoreConfig.from_env(), allow_noncommercial_models=self.allow_noncommercial_models),
             runtime=RuntimeConfig(providers=providers, concurrency=self.workers, intra_op_threads=threads or 0,
                                   batch_window_ms=self.batch_window_ms, batch_max=self.max_batch,
                                   gpu=GpuOptions(**{name: getattr(self, name) for name in fields_of(GpuOptions)})),
-            analysis=AnalysisConfig(detector=self.detector, precision=self.precision, limits=self.image_limits()),
+            analysis=AnalysisConfig(detector=self.detector, precision=self.precision, limits=self.image_limits(),
+                                    quality=QualityConfig(**{name: getattr(self, name)
+                                                             for name in fields_of(QualityConfig)})),
             analysis_cache_mb=self.analysis_cache_mb,
         )
 
@@ -171,7 +173,7 @@ class _Settings(JobSettings, LiveSettings, BaseSettings):
 def _with_operator_options(base: type[_Settings]) -> Any:
     """``base`` plus one setting per operator-scope option (fusion options such as ``crop_size``, and the GPU
     options), with that option's type, range and help."""
-    extra: dict[str, Any] = {name: (info.annotation, info) for model in (FusionOptions, GpuOptions)
+    extra: dict[str, Any] = {name: (info.annotation, info) for model in (FusionOptions, GpuOptions, QualityConfig)
                              for name, info in fields_of(model, Scope.OPERATOR).items()}
     return create_model("ServeSettings", __base__=base, __module__=__name__, __doc__=base.__doc__, **extra)
 

@@ -1,8 +1,9 @@
 """`fuse_video`: the photo pipeline applied to every frame of a clip, tracked, smoothed, resumable.
 
-Per frame: decode → follow/detect faces (:mod:`.tracking`) → smooth landmarks → render + blend with the colour
-correction averaged over time (:mod:`.smoothing`) → visible label → encode. The source photo is analysed and
-prepared once. Frames are streamed (nothing holds the clip), and encoded in segments: after each finished segment
+Per frame: decode → follow/detect faces and keep the chosen one (:mod:`.tracking`, standing in for the photo
+path's decode, detect, landmarks and face choice) → the pipeline's gate … label slice
+(:meth:`facefuse.pipeline.Fuser.fuse_frame`: the same stages as a photo, the colour correction averaged over time
+by :mod:`.smoothing`) → encode. The source photo goes through its slice of the list once. Frames are streamed (nothing holds the clip), and encoded in segments: after each finished segment
 a small JSON checkpoint is written atomically to the work folder, so a process killed mid-clip continues from the
 last finished segment when ``fuse_video`` is called again with the same work folder.
 """
@@ -27,8 +28,9 @@ import numpy as np
 
 from ..errors import ErrorCode, FacefuseError
 from ..fusion.engine import FusionOptions
-from ..imageio import ImageInput, add_visible_mark
-from ..pipeline import Fuser, PreparedSource, Stopwatch
+from ..files import write_json_atomic
+from ..imageio import ImageInput
+from ..pipeline import Fuser, PreparedSource, TargetFace
 from .io import (
     DecodedFrame,
     SegmentEncoder,
@@ -47,6 +49,7 @@ MAX_FUSE_WORKERS = 4  # fusion threads: one per core up to this (each frame's st
 IN_FLIGHT_PER_WORKER = 2  # frames tracked but not yet encoded, per fusion thread
 CHECKPOINT_VERSION = 1
 PROGRESS_EVERY_S = 0.2  # the progress callback's cadence (and always on the last frame)
+_DIGITS = str.maketrans("", "", "0123456789")
 
 
 @dataclass(frozen=True)
@@ -105,16 +108,6 @@ def _fingerprint(target: Path, prepared: PreparedSource, options: FusionOptions,
     return digest.hexdigest()
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    """Atomically: a reader (or a resumed run after a kill) sees the old file or the new one, never half."""
-    temporary = path.with_name(f".{path.name}.tmp")
-    with open(temporary, "w") as handle:
-        json.dump(data, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
-
-
 class _Run:
     """One call of :func:`fuse_video`: the state of the frame loop, the segments and the checkpoint."""
 
@@ -129,17 +122,18 @@ class _Run:
         self.end_pts = info.start_pts + round(video.end / tb) if video.end is not None else None
         self.segment_frames = max(1, round(video.segment_s * info.rate))
         choice = "by_source" if video.match_source else options.target_face
-        self.tracker = FaceTracker(fuser.analyzer, video, fuser.config.analysis.quality, choice,
+        restoring = options.restore != "off" and (options.profile_degree > 0 or options.feature_degree > 0)
+        self.tracker = FaceTracker(fuser.analyzer, video, fuser.gate, restoring, choice,
                                    signature(None, prepared.face.landmarks) if prepared.face.landmarks is not None
                                    else None)
         self.colour: dict[int, LutAverage] = {}
         self.segment: _Segment | None = None  # the segment being encoded
         self.done = 0  # frames written so far (this run's and the resumed ones)
-        # seconds each stage was busy on its thread (they overlap); "fuse" is render + segment + blend + label on
-        # the fusion threads, "encode" the encoder thread's time; "decode" and "encode_wait" are what the tracking
-        # thread waited for the decoder and for a full encoder queue
-        self.timings = {"decode": 0.0, "track": 0.0, "fuse": 0.0, "render": 0.0, "segment": 0.0, "blend": 0.0,
-                        "label": 0.0, "encode": 0.0, "encode_wait": 0.0, "assemble": 0.0}
+        # seconds each stage was busy on its thread (they overlap); "fuse" is the frame's stages (gate … label) on
+        # the fusion threads, each also under its own name; "encode" the encoder thread's time; "decode" and
+        # "encode_wait" are what the tracking thread waited for the decoder and for a full encoder queue
+        self.timings = {"decode": 0.0, "track": 0.0, "fuse": 0.0, "encode": 0.0, "encode_wait": 0.0, "assemble": 0.0}
+        self.notes: dict[str, str] = {}  # the stages' notes, one per kind (digits aside: boxes, angles differ)
         self.fingerprint = _fingerprint(target, prepared, options, video)
         self.checkpoint = self._load()
 
@@ -164,7 +158,7 @@ class _Run:
 
     def _save(self) -> None:
         self.checkpoint["tracker"] = self.tracker.state()
-        _write_json(self.workdir / CHECKPOINT, self.checkpoint)
+        write_json_atomic(self.workdir / CHECKPOINT, self.checkpoint)
 
     # --- the frame loop ----------------------------------------------------------------------------------------
     def run(self) -> VideoResult:
@@ -209,7 +203,7 @@ class _Run:
                             "face was chosen again in those shots")
         if resumed_from:
             warnings.append(f"resumed from frame {resumed_from} (the frames before came from an earlier run)")
-        return warnings
+        return [*self.prepared.warnings, *self.notes.values(), *warnings]
 
     def _frames(self, resumed_from: int, started: float) -> None:
         """Decode (own thread) → track (this thread, in frame order) → fuse and label (a pool, several frames at
@@ -273,27 +267,25 @@ class _Run:
         return faces, turns
 
     def _fuse(self, decoded: DecodedFrame, faces: list[TrackedFace], turns: list[LutTurn | None]) -> _Fused:
-        """On a fusion thread: the frame to encode, fused and labelled, or the decoded frame itself when nothing
-        changes it."""
-        watch = Stopwatch()
-        image = decoded.image
+        """On a fusion thread: the frame's slice of the stage list (gate … label) on the tracked faces; the frame
+        to encode, or the decoded frame itself when nothing changes it."""
+        targets = [TargetFace(tracked.face, tracked.face, turn) for tracked, turn in zip(faces, turns)]
         try:
-            for tracked, turn in zip(faces, turns):
-                image = self.fuser.apply(self.prepared, image, [tracked.face], self.options, watch, turn)
+            record = self.fuser.fuse_frame(self.prepared, decoded.image, targets, self.options)
         finally:
-            for turn in turns:
+            for turn in turns:  # a face the gate refused never used its turn: give it up so later frames go on
                 if turn is not None:
                     turn.close()
-        if self.options.visible_label:
-            image = add_visible_mark(image)
-            watch.lap("label")
-        changed = bool(faces) or self.options.visible_label
-        return _Fused(decoded.pts, image if changed else decoded.frame, bool(faces), watch.timings)
+        for note in record.notes:
+            self.notes.setdefault(note.translate(_DIGITS), note)
+        changed = bool(record.faces) or self.options.visible_label
+        return _Fused(decoded.pts, record.image if changed else decoded.frame, bool(record.faces),
+                      dict(record.timings_ms))
 
     def _write(self, fused: _Fused) -> None:
         """Hand one finished frame to the segment being encoded (frame order); close the segment when full."""
         for stage, ms in fused.timings_ms.items():
-            self.timings[stage] += ms / 1000
+            self.timings[stage] = self.timings.get(stage, 0.0) + ms / 1000
             self.timings["fuse"] += ms / 1000
         if self.segment is None:
             name = f"seg_{len(self.checkpoint['segments']):05d}.mkv"

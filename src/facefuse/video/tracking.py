@@ -13,7 +13,7 @@ alike to it, and a tiny face in a wide shot says little), the choice is made aga
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import cv2
 import numpy as np
@@ -21,12 +21,11 @@ import numpy as np
 from ..analysis.analyzer import FaceAnalyzer
 from ..analysis.blazeface import area_resize
 from ..analysis.landmarks import five_points, roi_from_mesh
+from ..analysis.nms import iou_xyxy
 from ..analysis.pose import face_axes, head_pose
-from ..analysis.quality import quality_issues
-from ..analysis.types import Face
-from ..config import QualityConfig
-from ..errors import ErrorCode
+from ..analysis.types import Face, largest, left_to_right
 from ..geometry.regions import FACE_OVAL, IDENTITY_POINTS
+from ..stages.gate import Gate
 from .options import VideoOptions
 from .reid import PersonAppearance
 from .smoothing import OneEuroFilter
@@ -38,7 +37,6 @@ LOST_MEMORY = 32  # lost tracks kept for re-identification
 REID_GEOMETRY = 0.12  # the most the normalised mesh shapes may differ for the same person
 REID_COLOUR = 0.75  # the least Bhattacharyya coefficient of skin-colour histograms for the same person
 SIGNATURE_WEIGHT = 0.2  # running average of a track's signature at each detection
-GATE_CODES = (ErrorCode.FACE_TOO_SMALL.value, ErrorCode.POSE_TOO_LARGE.value)
 GEOMETRY_POINTS = np.concatenate([FACE_OVAL, IDENTITY_POINTS])
 
 
@@ -94,11 +92,11 @@ def mesh_box(mesh: np.ndarray) -> np.ndarray:
 
 
 def iou(a: np.ndarray, b: np.ndarray) -> float:
-    x0, y0 = max(a[0], b[0]), max(a[1], b[1])
-    x1, y1 = min(a[0] + a[2], b[0] + b[2]), min(a[1] + a[3], b[1] + b[3])
-    inter = max(0.0, x1 - x0) * max(0.0, y1 - y0)
-    union = a[2] * a[3] + b[2] * b[3] - inter
-    return float(inter / union) if union > 0 else 0.0
+    """IoU of two (x, y, w, h) boxes, by the analysis' one IoU."""
+    def corners(box: np.ndarray) -> np.ndarray:
+        return np.array([box[0], box[1], box[0] + box[2], box[1] + box[3]], dtype=np.float64)
+
+    return float(iou_xyxy(corners(a), corners(b)[None])[0])
 
 
 class SceneCuts:
@@ -130,17 +128,18 @@ class Track:
 @dataclass(frozen=True)
 class TrackedFace:
     track_id: int
-    face: Face  # smoothed landmarks; ``issues`` holds the size and pose gate's verdict
+    face: Face  # smoothed landmarks, measured by the gate (score 1: a followed face is no detection)
 
 
 class FaceTracker:
     """Follows every face of a clip frame by frame and keeps the chosen one locked to one track id."""
 
-    def __init__(self, analyzer: FaceAnalyzer, options: VideoOptions, quality: QualityConfig,
+    def __init__(self, analyzer: FaceAnalyzer, options: VideoOptions, gate: Gate, restoring: bool,
                  choice: str | int, source: Signature | None = None) -> None:
         self.analyzer = analyzer
         self.options = options
-        self.quality = quality
+        self.gate = gate  # the pipeline's gate: which faces may be chosen is its rule, as for photos
+        self.restoring = restoring  # whether the restore stage will try to fix a blurry or small face
         self.choice = choice
         self.source = source
         self.cuts = SceneCuts(options.scene_cut)
@@ -190,11 +189,11 @@ class FaceTracker:
         if self._since_detection >= self.options.every_n:
             self._since_detection = 0
             self._detect(image)
-        return [self._tracked(track, time) for track in self.tracks if track.active]
+        return [self._tracked(image, track, time) for track in self.tracks if track.active]
 
     def chosen(self, faces: list[TrackedFace]) -> list[TrackedFace]:
         """The faces to fuse in this frame: every accepted one for "all", else the locked person's, if visible."""
-        accepted = [f for f in faces if f.face.accepted]
+        accepted = [f for f in faces if self.gate.usable(f.face, self.restoring)]
         if self.choice == "all":
             return accepted
         if self._new_shot and accepted and self.locked is not None and self.person.known:
@@ -223,14 +222,15 @@ class FaceTracker:
 
     def _pick(self, faces: list[TrackedFace], accepted: list[TrackedFace]) -> int | None:
         if self.choice == "largest":
-            return max(accepted, key=lambda f: f.face.area).track_id
+            chosen = largest(f.face for f in accepted)
+            return next(f.track_id for f in accepted if f.face is chosen)
         if self.choice == "by_source":
             assert self.source is not None
             sigs = {t.id: t.signature for t in self.tracks}
             return min(accepted, key=lambda f: self.source.geometry_distance(sigs[f.track_id])).track_id
-        ordered = sorted(faces, key=lambda f: f.face.box[0] + f.face.box[2] / 2)
+        ordered = left_to_right(f.face for f in faces)
         if isinstance(self.choice, int) and self.choice < len(ordered):
-            return ordered[self.choice].track_id
+            return next(f.track_id for f in faces if f.face is ordered[self.choice])
         return None
 
     def _follow(self, image: np.ndarray) -> None:
@@ -246,8 +246,8 @@ class FaceTracker:
 
     def _detect(self, image: np.ndarray) -> None:
         self.detections += 1
-        faces = [f for f in self.analyzer.analyze(image).faces
-                 if f.landmarks is not None and f.score >= self.quality.min_score]
+        faces = [f for f in self.analyzer.find(image)
+                 if f.landmarks is not None and f.score >= self.gate.quality.min_score]
         active = [t for t in self.tracks if t.active]
         pairs = sorted(((iou(f.box, mesh_box(t.mesh)), i, t.id) for i, f in enumerate(faces) for t in active),
                        reverse=True)
@@ -291,8 +291,7 @@ class FaceTracker:
         self.tracks.append(Track(self.next_id, face.landmarks, sig, smoother, shot=self.scene_cuts))
         self.next_id += 1
 
-    def _tracked(self, track: Track, time: float) -> TrackedFace:
+    def _tracked(self, image: np.ndarray, track: Track, time: float) -> TrackedFace:
         mesh = track.smoother(track.mesh, time) if track.smoother is not None else track.mesh
         face = Face(box=mesh_box(mesh), score=1.0, keypoints=five_points(mesh), landmarks=mesh, pose=head_pose(mesh))
-        issues = tuple(i for i in quality_issues(face, self.quality) if i.code in GATE_CODES)
-        return TrackedFace(track.id, replace(face, issues=issues))
+        return TrackedFace(track.id, self.gate.measured(image, face))
