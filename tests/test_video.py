@@ -223,14 +223,14 @@ def test_the_locked_person_is_found_again_after_a_cut_by_appearance_and_nobody_e
     real = REPO.parent / "shared" / "video" / "short_hamilton_clip.mp4"
     if not real.exists():
         pytest.fail(f"test data missing: {real}", pytrace=False)
-    tracker = FaceTracker(fuser.analyzer, VideoOptions(), fuser.config.analysis.quality, "largest")
+    tracker = FaceTracker(fuser.analyzer, VideoOptions(), fuser.gate, False, "largest")
     fused: dict[int, set[int]] = {}
     for decoded in read_frames(real, None, None, None, threading.Event()):
         for face in tracker.chosen(tracker.step(decoded.image, float(decoded.frame.time))):
             fused.setdefault(tracker.scene_cuts, set()).add(face.track_id)
     assert tracker.scene_cuts == 3 and tracker.reidentified >= 1 and tracker.relocks == 0
     assert fused.get(0) and fused.get(2) and 3 not in fused, fused
-    restored = FaceTracker(fuser.analyzer, VideoOptions(), fuser.config.analysis.quality, "largest")
+    restored = FaceTracker(fuser.analyzer, VideoOptions(), fuser.gate, False, "largest")
     restored.restore(json.loads(json.dumps(tracker.state())))  # the checkpoint keeps what the person wears
     assert restored.person.known and np.allclose(restored.person.reference, tracker.person.reference)
 
