@@ -27,6 +27,8 @@ SUPPORTED_FORMATS = {"JPEG", "PNG", "WEBP", "BMP", "TIFF", "PPM"}  # PPM covers 
 # file names of those formats, for commands that read a folder of photos
 PHOTO_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".pgm", ".ppm", ".pbm"})
 _FAST_FORMATS = {"JPEG", "PNG", "WEBP", "BMP"}
+# MPO (what many phones and stereo cameras write) is a JPEG followed by more JPEGs: read as its first picture
+_FORMAT_ALIASES = {"MPO": "JPEG"}
 _EXIF_ORIENTATION = 0x0112
 _EXIF_DESCRIPTION = 0x010E
 _EXIF_SOFTWARE = 0x0131
@@ -112,10 +114,9 @@ def decode_image(source: ImageInput, limits: ImageLimits | None = None) -> Decod
                       "send a JPEG, PNG, WebP, BMP, TIFF or PGM photo") from None
     except Image.DecompressionBombError:
         raise _reject(ErrorCode.IMAGE_TOO_LARGE, "the image declares too many pixels", "send a smaller photo") from None
-    except (OSError, SyntaxError, ValueError) as exc:
-        raise _reject(ErrorCode.CORRUPT_IMAGE, f"the image is damaged or truncated ({exc})",
-                      "re-export or re-download the photo") from None
-    fmt = header.format or ""
+    except Exception as exc:  # Pillow's plugins raise what a damaged field makes them (TypeError, struct.error…)
+        raise _damaged(exc) from None
+    fmt = _FORMAT_ALIASES.get(header.format or "", header.format or "")
     if fmt not in SUPPORTED_FORMATS:
         raise _reject(ErrorCode.UNSUPPORTED_IMAGE, f"{fmt or 'this'} images are not supported",
                       "send a JPEG, PNG, WebP, BMP, TIFF or PGM photo", format=fmt)
@@ -124,7 +125,10 @@ def decode_image(source: ImageInput, limits: ImageLimits | None = None) -> Decod
     orientation = _orientation(header)
     pixels = None
     if fmt in _FAST_FORMATS and header.mode in ("RGB", "L", "P", "RGBA", "LA") and _looks_complete(fmt, data):
-        pixels = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR_RGB | cv2.IMREAD_IGNORE_ORIENTATION)
+        try:
+            pixels = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR_RGB | cv2.IMREAD_IGNORE_ORIENTATION)
+        except cv2.error:
+            pixels = None  # Pillow then says what is wrong with the file
         if pixels is not None and header.mode in ("RGBA", "LA", "P") and _has_alpha(header):
             pixels = None  # alpha needs compositing: let Pillow handle it
     if pixels is None or pixels.shape[:2] != (height, width):
@@ -187,13 +191,25 @@ def _apply_orientation(pixels: np.ndarray, orientation: int) -> np.ndarray:
     return op(pixels) if op else pixels
 
 
+def _damaged(exc: Exception) -> FacefuseError:
+    """CORRUPT_IMAGE for whatever a decoder raised on bad bytes. Why every exception: a fuzzed TIFF whose
+    StripOffsets are typed RATIONAL made Pillow raise TypeError, which became a 500; no exception a decoder raises
+    on a file is the server's fault. The bytes are decoded from memory, so the reason names no path."""
+    reason = str(exc)[:120] or type(exc).__name__
+    return _reject(ErrorCode.CORRUPT_IMAGE, f"the image is damaged or truncated ({reason})",
+                   "re-export or re-download the photo")
+
+
 def _decode_with_pillow(image: Image.Image) -> np.ndarray:
     try:
         image.load()
-    except (OSError, SyntaxError, ValueError) as exc:
-        raise _reject(ErrorCode.CORRUPT_IMAGE, f"the image data is damaged or truncated ({exc})",
-                      "re-export or re-download the photo") from None
-    return _pil_to_rgb(image)
+        return _pil_to_rgb(image)
+    except Image.DecompressionBombError:
+        raise _reject(ErrorCode.IMAGE_TOO_LARGE, "the image declares too many pixels", "send a smaller photo") from None
+    except MemoryError:
+        raise
+    except Exception as exc:
+        raise _damaged(exc) from None
 
 
 def _pil_to_rgb(image: Image.Image) -> np.ndarray:
