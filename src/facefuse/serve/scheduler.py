@@ -36,6 +36,7 @@ from .metrics import ServiceMetrics
 T = TypeVar("T")
 _RATE_WINDOW = 32  # completions the throughput is measured over
 _RATE_MAX_AGE_S = 120.0  # older completions describe another load
+_FIRST_GUESS_S = 1.0  # one job's duration before any was measured (a CPU fusion takes about that)
 
 
 class ClientGone(Exception):
@@ -86,7 +87,7 @@ class RequestScheduler:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="facefuse-worker")
         self._scheduler: asyncio.Task[None] | None = None
         self._batches: set[asyncio.Task[None]] = set()
-        self._service_s = 0.2  # running estimate of one job's duration, for Retry-After before any backlog
+        self._service_s: float | None = None  # running estimate of one job's duration (before any backlog)
         self._running = 0
         self._backlogged: deque[float] = deque(maxlen=_RATE_WINDOW)  # ends of jobs finished with others waiting
 
@@ -115,7 +116,7 @@ class RequestScheduler:
         ends = [t for t in self._backlogged if t > time.monotonic() - _RATE_MAX_AGE_S]
         if len(ends) >= 2 and ends[-1] > ends[0]:
             return (len(ends) - 1) / (ends[-1] - ends[0])
-        return self.workers / max(self._service_s, 1e-3)
+        return self.workers / max(self._service_s or _FIRST_GUESS_S, 1e-3)
 
     def retry_after_s(self) -> int:
         """Seconds until the work admitted now (waiting and running) has likely drained, at the observed rate."""
@@ -226,7 +227,8 @@ class RequestScheduler:
                 self._running -= 1
                 if self._pending > 0:
                     self._backlogged.append(end)
-            self._service_s = 0.8 * self._service_s + 0.2 * (end - start)
+            took = end - start
+            self._service_s = took if self._service_s is None else 0.8 * self._service_s + 0.2 * took
 
     def _claim(self, job: Job) -> str | None:
         """Mark ``job`` started; the reason when it must be dropped instead (it is then counted as dropped)."""
