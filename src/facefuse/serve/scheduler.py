@@ -141,8 +141,7 @@ class RequestScheduler:
         self._abandon(job, reason)
         raise self._abandoned_error(job, reason)
 
-    @staticmethod
-    def _abandoned_error(job: Job, reason: str) -> Exception:
+    def _abandoned_error(self, job: Job, reason: str) -> Exception:
         if reason == "disconnected":
             return ClientGone()
         return deadline_exceeded(self.deadline_s, {"started": job.started is not None})
