@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import ErrorCode, FacefuseError
 from ..imageio import declared_pixels
 from .files import tree_bytes
 from .store import JobKind, JobStore
+
+if TYPE_CHECKING:
+    from ..video.io import VideoSize
 
 # bytes per output pixel: above the largest measured on the test photos at quality 92 (JPEG 0.42, WebP 0.29,
 # PNG 1.79; medians 0.27, 0.15, 1.17), so an estimate errs on the side of refusing
@@ -23,14 +27,16 @@ _BYTES_PER_PIXEL = {"JPEG": 0.6, "WEBP": 0.5, "PNG": 2.2}
 _VIDEO_BYTES_PER_PIXEL = 0.05  # H.264/H.265 at CRF 20 write ~0.01; mpeg4 and low CRFs more
 
 
-def estimate_bytes(kind: JobKind, source: bytes, targets: Sequence[bytes], image_format: str) -> int:
+def estimate_bytes(kind: JobKind, source: bytes, targets: Sequence[bytes], image_format: str,
+                   video: VideoSize | None = None) -> int:
     """The most disk a job is expected to use at once: its inputs, plus its outputs twice (photo outputs and the
-    zip of them, or the video's encoded segments and the assembled result, exist together for a moment)."""
+    zip of them, or the video's encoded segments and the assembled result, exist together for a moment).
+    ``video``: the target video's headers, if the caller has read them already."""
     inputs = len(source) + sum(len(data) for data in targets)
     if kind is JobKind.VIDEO:
         from ..video.io import inspect_video  # FFmpeg's libraries load only for videos
 
-        size = inspect_video(targets[0])
+        size = video or inspect_video(targets[0])
         outputs = size.width * size.height * max(size.frames, 1) * _VIDEO_BYTES_PER_PIXEL
     else:
         per_pixel = _BYTES_PER_PIXEL[image_format]

@@ -24,8 +24,8 @@ from starlette.concurrency import run_in_threadpool
 from ..errors import ErrorCode, FacefuseError
 from ..imageio import output_format
 from ..jobs import IntakeLimits, JobKind, JobOptions, JobRecord, JobRunner, JobState, JobStore, classify_targets
-from ..jobs.space import JobSpace, estimate_bytes
 from ..jobs.metrics import JobMetrics
+from ..jobs.space import JobSpace, estimate_bytes
 from ..schema import Scope, fields_of, invalid_options
 from ..video.options import VideoOptions
 from .backend import LocalBackend
@@ -156,14 +156,18 @@ def admit(jobs: JobService, upload: JobUpload) -> JobRecord:
     """Classifies the targets, reserves the job's disk (its inputs and estimated outputs, 507 when they do not fit)
     and writes it; the reservation is given back if writing fails."""
     kind, targets = classify_targets(upload.targets, jobs.limits)
-    options = upload.options
-    if kind is JobKind.VIDEO:  # a clip whose header hides its length still stops at the limit
-        video = options.video
-        end = min(video.end or math.inf, video.start + jobs.limits.max_video_s)
-        options = replace(options, video=video.model_copy(update={"end": end}))
+    options, size = upload.options, None
+    if kind is JobKind.VIDEO:
+        from ..video.io import inspect_video  # FFmpeg's libraries load only when a video arrives
+
+        size = inspect_video(targets[0][1])
+        if size.duration_s is None:  # a clip that does not say how long it is stops at the limit
+            video = options.video
+            end = min(video.end or math.inf, video.start + jobs.limits.max_video_s)
+            options = replace(options, video=video.model_copy(update={"end": end}))
     job_id = jobs.store.new_id()
     jobs.space.reserve(job_id, estimate_bytes(kind, upload.source, [data for _, data in targets],
-                                              options.image_format))
+                                              options.image_format, size))
     try:
         return jobs.store.create(kind, options.to_dict(), upload.source, targets, job_id)
     except BaseException:
