@@ -96,6 +96,7 @@ def test_long_video_neither_starves_photo_jobs_nor_survives_its_delete(server, c
     assert not bad
     assert_error(submit(server.url, biden, [clips["short"]], every_n="0"), ErrorCode.INVALID_OPTION)
     assert_error(submit(server.url, biden, [clips["short"]], start="nan"), ErrorCode.INVALID_OPTION)
+    assert_error(submit(server.url, biden, [clips["short"]], start="2", end="1"), ErrorCode.INVALID_OPTION)
 
 
 def test_matroska_progress_comes_from_the_container_duration(server, clips, faces_dir: Path):

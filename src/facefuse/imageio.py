@@ -103,6 +103,31 @@ def decode_image(source: ImageInput, limits: ImageLimits | None = None) -> Decod
     if isinstance(source, np.ndarray):
         return DecodedImage(_array_to_rgb(source, limits), "ARRAY")
     data = read_input_bytes(source, limits)
+    header, fmt = _open_header(data, limits)
+    orientation = _orientation(header)
+    width, height = header.size
+    pixels = None
+    if fmt in _FAST_FORMATS and header.mode in ("RGB", "L", "P", "RGBA", "LA") and _looks_complete(fmt, data):
+        try:
+            pixels = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR_RGB | cv2.IMREAD_IGNORE_ORIENTATION)
+        except cv2.error:
+            pixels = None  # Pillow then says what is wrong with the file
+        if pixels is not None and header.mode in ("RGBA", "LA", "P") and _has_alpha(header):
+            pixels = None  # alpha needs compositing: let Pillow handle it
+    if pixels is None or pixels.shape[:2] != (height, width):
+        pixels = _decode_with_pillow(header)
+    pixels = _apply_orientation(pixels, orientation)
+    return DecodedImage(np.ascontiguousarray(pixels), fmt, orientation)
+
+
+def check_header(data: bytes, limits: ImageLimits | None = None) -> str:
+    """The format of a photo judged from its header alone (nothing is decoded), or the error decoding would give
+    for an empty, unknown, unsupported, damaged-header or oversized image: a check a caller can afford before
+    accepting work it would only fail later (a batch job's source)."""
+    return _open_header(data, limits or ImageLimits())[1]
+
+
+def _open_header(data: bytes, limits: ImageLimits) -> tuple[Image.Image, str]:
     if not data:
         raise _reject(ErrorCode.CORRUPT_IMAGE, "the image is empty (0 bytes)", "send the photo file itself")
     try:
@@ -120,21 +145,8 @@ def decode_image(source: ImageInput, limits: ImageLimits | None = None) -> Decod
     if fmt not in SUPPORTED_FORMATS:
         raise _reject(ErrorCode.UNSUPPORTED_IMAGE, f"{fmt or 'this'} images are not supported",
                       "send a JPEG, PNG, WebP, BMP, TIFF or PGM photo", format=fmt)
-    width, height = header.size
-    _check_size(width, height, limits)
-    orientation = _orientation(header)
-    pixels = None
-    if fmt in _FAST_FORMATS and header.mode in ("RGB", "L", "P", "RGBA", "LA") and _looks_complete(fmt, data):
-        try:
-            pixels = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR_RGB | cv2.IMREAD_IGNORE_ORIENTATION)
-        except cv2.error:
-            pixels = None  # Pillow then says what is wrong with the file
-        if pixels is not None and header.mode in ("RGBA", "LA", "P") and _has_alpha(header):
-            pixels = None  # alpha needs compositing: let Pillow handle it
-    if pixels is None or pixels.shape[:2] != (height, width):
-        pixels = _decode_with_pillow(header)
-    pixels = _apply_orientation(pixels, orientation)
-    return DecodedImage(np.ascontiguousarray(pixels), fmt, orientation)
+    _check_size(*header.size, limits)
+    return header, fmt
 
 
 def _check_size(width: int, height: int, limits: ImageLimits) -> None:

@@ -22,14 +22,15 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from ..errors import ErrorCode, FacefuseError
-from ..imageio import output_format
+from ..imageio import check_header, declared_pixels, output_format
 from ..jobs import IntakeLimits, JobKind, JobOptions, JobRecord, JobRunner, JobState, JobStore, classify_targets
+from ..jobs.intake import is_video, is_zip
 from ..jobs.metrics import JobMetrics
 from ..jobs.space import JobSpace, estimate_bytes
-from ..schema import Scope, fields_of, invalid_options
+from ..schema import invalid_options
 from ..video.options import VideoOptions
 from .backend import LocalBackend
-from .openapi import without_null
+from .openapi import VIDEO_FIELDS, job_request_body
 from .routes import require_key, service
 from .state import ServiceState
 from .uploads import (
@@ -46,7 +47,6 @@ from .uploads import (
 _JOB_ID = re.compile(r"^[0-9a-f]{32}$")
 _PAGE = 100  # items a job answer lists unless asked otherwise: a 10,000-photo job answers in ~20 KB, not 5 MB
 _MAX_PAGE = 1000
-_VIDEO_FIELDS = tuple(fields_of(VideoOptions, Scope.REQUEST))
 _MEDIA = {"result.zip": "application/zip", "result.mp4": "video/mp4"}
 
 
@@ -101,20 +101,6 @@ _ERRORS = {status: {"description": text} for status, text in {
     413: "body, zip or item count over its limit", 503: "models still loading",
     507: "the jobs' disk budget is used up (STORAGE_FULL)"}.items()}
 
-def _request_body() -> dict[str, Any]:
-    """OpenAPI: the multipart body — the two file fields, /v1/fuse's option fields and the video fields."""
-    options = FuseOptionsIn.model_json_schema()
-    video = {name: schema for name, schema in VideoOptions.model_json_schema()["properties"].items()
-             if name in _VIDEO_FIELDS}
-    binary = {"type": "string", "format": "binary"}
-    schema = {"type": "object", "required": ["source", "targets"], "additionalProperties": False, "properties": {
-        "source": {**binary, "description": "the photo whose face is used"},
-        "targets": {"type": "array", "items": binary, "minItems": 1,
-                    "description": "photos, zips of photos, or exactly one video (repeat the field)"},
-        **{name: without_null(value) for name, value in options.get("properties", {}).items()}, **video}}
-    return {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": schema}}}}
-
-
 jobs_api = APIRouter(prefix="/v1/jobs", dependencies=[Depends(require_key)], tags=["jobs"], lifespan=jobs_lifespan)
 
 
@@ -132,17 +118,26 @@ def parse_job(request: Request, body: bytes, state: ServiceState, max_items: int
     media_type = _media_type(request)
     if media_type != "multipart/form-data":
         raise _unsupported_body(media_type)
-    parts = multipart_parts(body, request.headers["content-type"], max_parts=max_items + 16)
+    form_model = state.fuse_models[0]
+    fields_allowed = len(form_model.model_fields) + len(VIDEO_FIELDS) + 1  # the options and the source
+    parts = multipart_parts(body, request.headers["content-type"], max_parts=max_items + fields_allowed)
     targets = [(p.filename or f"target-{i + 1}", bytes(p.data)) for i, p in enumerate(parts) if p.name == "targets"]
+    for part in parts:
+        if part.name == "targets" and not part.filename and not _sniffable(bytes(part.data)):
+            raise FacefuseError(ErrorCode.BAD_REQUEST, "a 'targets' field holds text, not a file",
+                                "send each photo, zip or video as a file", {"field": "targets"})
     fields = unique_fields([p for p in parts if p.name != "targets"])
     if "source" not in fields:
         raise FacefuseError(ErrorCode.BAD_REQUEST, "the 'source' photo is missing",
                             "send it as a file field named 'source'", {"field": "source"})
+    try:  # a job whose source is no photo could only fail: refused now, with the error fusion would give
+        check_header(fields["source"], state.settings.image_limits())
+    except FacefuseError as exc:
+        raise exc.about("source") from None
     texts = _text_fields(fields, ("source",))
     # the request fields of `facefuse video`, checked by their own model; photo jobs ignore them
     video = VideoOptions(**form_values(VideoOptions, {name: texts.pop(name) for name in list(texts)
-                                                      if name in _VIDEO_FIELDS}))
-    form_model = state.fuse_models[0]
+                                                      if name in VIDEO_FIELDS}))
     try:
         given = form_model.model_validate(form_values(form_model, texts))
     except ValidationError as exc:
@@ -150,6 +145,11 @@ def parse_job(request: Request, body: bytes, state: ServiceState, max_items: int
     fusion, encoding = fusion_request(given, state.defaults)
     options = JobOptions(fusion, output_format(encoding.output_format or "jpeg"), encoding.quality, video)
     return JobUpload(fields["source"], targets, options)
+
+
+def _sniffable(data: bytes) -> bool:
+    """Whether a part without a file name is still a photo, zip or video (some clients send files that way)."""
+    return declared_pixels(data) > 0 or is_zip(data) or is_video(data)
 
 
 def admit(jobs: JobService, upload: JobUpload) -> JobRecord:
@@ -205,7 +205,7 @@ def _record(jobs: JobService, job_id: str) -> JobRecord:
                            "settings: `--max-body-mb`, `--job-max-items`, `--job-max-unzipped-mb`, "
                            "`--job-max-disk-mb`; finished jobs are kept `--job-retention-hours`.",
                responses={202: {"description": "the job, queued; poll `GET /v1/jobs/{id}`"}, **_ERRORS},
-               openapi_extra=_request_body())
+               openapi_extra=job_request_body(FuseOptionsIn, IntakeLimits().max_items))
 async def create_job(request: Request) -> JSONResponse:
     state = service(request)
     state.require_ready()

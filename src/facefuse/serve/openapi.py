@@ -25,6 +25,8 @@ from pydantic.json_schema import models_json_schema
 
 from ..errors import ERROR_TABLE, ErrorCode
 from ..imageio import MEDIA_TYPES, SUPPORTED_FORMATS
+from ..schema import Scope, fields_of
+from ..video.options import VideoOptions
 from .settings import ServeSettings
 
 _REF = "#/components/schemas/{model}"
@@ -358,6 +360,26 @@ def fuse_request_body(models: tuple[type[BaseModel], type[BaseModel]]) -> dict[s
     return request_body("Fuse", FUSE_PHOTOS, json_model, form)
 
 
+VIDEO_FIELDS = tuple(fields_of(VideoOptions, Scope.REQUEST))  # the fields of `facefuse video` a job may set
+
+
+def job_request_body(form_model: type[BaseModel], max_items: int) -> dict[str, Any]:
+    """The multipart body of ``POST /v1/jobs``: the two file fields, ``form_model``'s option fields (those of
+    ``/v1/fuse``) and the video fields; nothing else is accepted (an unknown field is a 400)."""
+    options = form_model.model_json_schema()
+    video = {name: schema for name, schema in VideoOptions.model_json_schema()["properties"].items()
+             if name in VIDEO_FIELDS}
+    binary = {"type": "string", "format": "binary"}
+    schema = {"type": "object", "required": ["source", "targets"], "additionalProperties": False, "properties": {
+        "source": {**binary, "description": "the photo whose face is used"},
+        "targets": {"type": "array", "items": binary, "minItems": 1, "maxItems": max_items,
+                    "description": "photos, zips of photos, or exactly one video (repeat the field); "
+                                   f"at most {max_items} photos in all, zip members included"},
+        **{name: without_null(value) for name, value in options.get("properties", {}).items()},
+        **{name: without_null(value) for name, value in video.items()}}}
+    return {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": schema}}}}
+
+
 # -- the document ----------------------------------------------------------------------------------------------
 
 
@@ -429,6 +451,7 @@ def build_openapi(app: FastAPI, settings: ServeSettings, fuse_models: tuple[type
     """
     schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
     schema["paths"]["/v1/fuse"]["post"].update(fuse_request_body(fuse_models))
+    schema["paths"]["/v1/jobs"]["post"].update(job_request_body(fuse_models[0], settings.job_max_items))
     components = schema.setdefault("components", {})
     answers = (ErrorResponse, FuseAnswer, *_OK_MODELS.values(), JobAnswer, JobDeleted)
     _, definitions = models_json_schema([(model, "serialization") for model in answers], ref_template=_REF)
