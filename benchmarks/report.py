@@ -5,7 +5,7 @@ from __future__ import annotations
 from common import REPO, RESULTS
 
 ORDER = ["analysis", "quality", "naturalness", "fusion_speed", "load", "load_ray", "optimize", "engines_cost",
-         "segmenter", "restorer", "video", "jobs"]
+         "segmenter", "restorer", "video", "jobs", "soak"]
 
 HEADER = """# Benchmarks
 
