@@ -35,6 +35,7 @@ import zipfile
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import av
@@ -163,8 +164,8 @@ def fusions(service: Service, tally: Tally, photos: list[bytes], attack_at: floa
     while time.monotonic() < stop_at:
         source, target = rng.sample(photos, 2)
         start = time.monotonic()
-        answer = _call(tally, "fuse", lambda: http.post(service.url + "/v1/fuse", files={
-            "source": ("s.jpg", source), "target": ("t.jpg", target)}))
+        pair = {"source": ("s.jpg", source), "target": ("t.jpg", target)}
+        answer = _call(tally, "fuse", partial(http.post, service.url + "/v1/fuse", files=pair))
         if answer is not None and answer.status_code == 200:
             (tally.fusions_before if start < attack_at else tally.fusions_during).append(time.monotonic() - start)
 
@@ -232,7 +233,7 @@ def jobs(service: Service, tally: Tally, kind: str, source: bytes, targets: Call
     while time.monotonic() < stop_at:
         n += 1
         files = [("source", ("s.jpg", source))] + [("targets", t) for t in targets()]
-        answer = _call(tally, f"{kind} job", lambda: http.post(service.url + "/v1/jobs", files=files))
+        answer = _call(tally, f"{kind} job", partial(http.post, service.url + "/v1/jobs", files=files))
         if answer is None or answer.status_code != 202:
             time.sleep(2)
             continue
@@ -270,7 +271,7 @@ def trickler(service: Service, tally: Tally, stop_at: float) -> None:
                 while time.monotonic() < stop_at:
                     try:
                         answer = sock.recv(65536)
-                    except socket.timeout:
+                    except TimeoutError:
                         sock.sendall(b"-")
                         continue
                     if answer:
@@ -410,7 +411,7 @@ def main() -> int:
               and set(kept) <= tally.checked and not [p for p in tally.problems if "job" in p]}
     shutil.rmtree(work, ignore_errors=True)
 
-    lines = [f"## Soak (`benchmarks/soak.py`)", "",
+    lines = ["## Soak (`benchmarks/soak.py`)", "",
              f"Machine: {machine()}. One `facefuse serve` process (2 workers, `{' '.join(SETTINGS)}`), "
              f"{wall_s:.0f} s of traffic (script default: 600 s; this run used `--duration-s {args.duration_s:g}`); "
              f"the probe starts after {0.1 * args.duration_s:.0f} s; `kill -9` at {0.5 * args.duration_s:.0f} s, "
@@ -420,8 +421,8 @@ def main() -> int:
     lines += [f"| {name} | {'yes' if ok else '**no**'} |" for name, ok in checks.items()]
     lines += ["", f"RSS of the server: {rss[0]:.0f} MB at the start, peak {max(rss):.0f} MB, {rss[-1]:.0f} MB at the "
               f"end (sampled every second; the restarted process included).", "",
-              f"Normal fusions (new photos each time, one client in sequence): before the probe {len(tally.fusions_before)} "
-              f"answered, median {percentile(tally.fusions_before, 50):.2f} s, p95 "
+              f"Normal fusions (new photos each time, one client in sequence): before the probe "
+              f"{len(tally.fusions_before)} answered, median {percentile(tally.fusions_before, 50):.2f} s, p95 "
               f"{percentile(tally.fusions_before, 95):.2f} s; during the probe {len(tally.fusions_during)} answered, "
               f"median {percentile(tally.fusions_during, 50):.2f} s, p95 {percentile(tally.fusions_during, 95):.2f} s.",
               "", f"Jobs: {len(tally.jobs)} accepted; {tally.results_checked['correct']} results downloaded and "

@@ -50,7 +50,7 @@ def _closed_by_server(sock: socket.socket) -> bool:
     try:
         while sock.recv(65536):
             pass
-    except socket.timeout:
+    except TimeoutError:
         return False
     except ConnectionResetError:
         pass
@@ -256,7 +256,7 @@ def _trickle(server: LiveServer, every_s: float) -> tuple[int, dict, float]:
         while time.monotonic() - start < 20:
             try:
                 chunk = sock.recv(65536)
-            except socket.timeout:
+            except TimeoutError:
                 try:
                     sock.sendall(b"-")
                 except OSError:

@@ -54,12 +54,8 @@ class JobSpace:
         self._lock = threading.Lock()
         self._reserved: dict[str, int] = {}
 
-    def used_bytes(self) -> int:
-        """Disk in use by jobs, each admitted unfinished job counted at least at its reservation."""
-        with self._lock:
-            return self._used()
-
     def _used(self) -> int:
+        """Disk in use by jobs, each admitted unfinished job counted at least at its reservation (lock held)."""
         on_disk: dict[str, int] = {}
         for entry in self.store.root.iterdir():
             if entry.is_dir():  # <id>, or .<id>.partial while its inputs are written

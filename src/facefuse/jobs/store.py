@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FacefuseError
-from .files import remove_tree, sync_dir, tree_bytes, write_synced
+from .files import remove_tree, sync_dir, write_synced
 
 
 class JobState(str, Enum):
@@ -224,10 +224,6 @@ class JobStore:
         for folder in (self.folder(job_id), self.output_dir(job_id)):
             for partial in folder.glob(".part-*"):
                 partial.unlink(missing_ok=True)
-
-    def usage_bytes(self) -> int:
-        """Bytes of job data on disk (inputs, partial and finished outputs), the database not included."""
-        return sum(tree_bytes(entry) for entry in self.root.iterdir() if entry.is_dir())
 
     def keep_result_only(self, job_id: str) -> None:
         """A finished job needs only its result: its inputs, the photo outputs (now inside the zip) and the video
