@@ -231,10 +231,11 @@ def _estimate(photos: dict[str, Path], targets: list[str], fmt: str = "JPEG") ->
 @pytest.fixture(scope="module")
 def strict_server(store_config: StoreConfig, tmp_path_factory: pytest.TempPathFactory,
                   photos: dict[str, Path]) -> Iterator[LiveServer]:
-    """An API key, a disk budget of 1.5 jobs of (biden, obama2), and jobs that expire 7.2 s after they end."""
+    """An API key, a disk budget of 1.5 jobs of (biden, obama2), and jobs that expire 7.2 s after they end; ten
+    uploads from this one address may arrive at once."""
     budget_mb = 1.5 * _estimate(photos, ["biden", "obama2"]) / 2**20
     with LiveServer(store_config, jobs_dir=tmp_path_factory.mktemp("strict-jobs"), api_key=KEY,
-                    job_max_disk_mb=budget_mb, job_retention_hours=0.002) as live:
+                    job_max_disk_mb=budget_mb, job_retention_hours=0.002, max_uploads_per_client=16) as live:
         yield live
 
 
