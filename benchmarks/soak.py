@@ -204,7 +204,10 @@ def _delete(service: Service, tally: Tally, http: httpx.Client, job_id: str) -> 
 def _check_result(service: Service, tally: Tally, http: httpx.Client, job: dict, frames: int) -> None:
     """A photo job's zip holds one labelled photo per item done (and at least one was); a video job's result is
     labelled and has every frame."""
-    answer = _call(tally, "job result", lambda: http.get(service.url + job["result_url"]))
+    for _ in range(60):  # retried across the restart
+        answer = _call(tally, "job result", lambda: http.get(service.url + job["result_url"]))
+        if answer is not None:
+            break
     if answer is None or answer.status_code != 200:
         tally.problem(f"job {job['id']}: no result ({answer.status_code if answer else 'unreachable'})")
         return

@@ -102,18 +102,17 @@ class UploadGate:
         started = time.monotonic()
         stream = request.stream().__aiter__()
         while True:
-            left = self.limits.timeout_s - (time.monotonic() - started)
-            if left <= 0:
-                raise self._too_slow(f"the request body did not arrive within {self.limits.timeout_s:g} s", size)
+            left = max(0.0, self.limits.timeout_s - (time.monotonic() - started))
             try:
                 chunk = await asyncio.wait_for(stream.__anext__(), min(self.limits.idle_s, left))
             except StopAsyncIteration:
                 return chunks
-            except asyncio.TimeoutError:
+            except asyncio.TimeoutError:  # the stream was cancelled with the wait: this body ends here either way
                 if self.limits.idle_s < left:
                     raise self._too_slow(f"the request body paused for more than {self.limits.idle_s:g} s",
                                          size) from None
-                continue  # the overall timeout, reported at the top of the loop
+                raise self._too_slow(f"the request body did not arrive within {self.limits.timeout_s:g} s",
+                                     size) from None
             size += len(chunk)
             if size > limit:
                 raise _body_too_large(size, limit)
