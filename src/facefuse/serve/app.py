@@ -23,13 +23,14 @@ from ..config import StoreConfig
 from .backend import FusionBackend, LocalBackend
 from .http_errors import install_error_handlers
 from .jobs_routes import jobs_api
+from .live_routes import live_api
 from .metrics import ServiceMetrics
 from .middleware import HeadAsGet, HostCheck, RequestContext
 from .openapi import install_openapi
 from .routes import api, ops
 from .settings import ServeSettings
 from .state import ServiceState
-from .web import WEB_DIR
+from .web import WEB_DIR, page_assets
 
 
 class SecurityHeaders:
@@ -90,6 +91,8 @@ def create_app(settings: ServeSettings | None = None, *, store: StoreConfig | No
     app.include_router(api)
     app.include_router(ops)
     app.include_router(jobs_api)  # batch jobs, with their own lifespan (runner start/stop)
+    app.include_router(live_api)  # the live camera WebSocket, with its session slots
+    app.include_router(page_assets)  # /favicon.ico
     app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
     _serve_docs_offline(app)
     keyed = {route.path for router in (api, jobs_api) for route in router.routes if isinstance(route, APIRoute)}

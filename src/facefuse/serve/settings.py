@@ -18,6 +18,7 @@ from ..fusion.engine import FusionOptions
 from ..pipeline import FuserConfig
 from ..schema import Scope, fields_of
 from .job_settings import JobSettings
+from .live_settings import LiveSettings  # live camera limits (/v1/live)
 from .uploads import UploadLimits
 
 
@@ -28,7 +29,7 @@ def _cores() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
-class _Settings(JobSettings, BaseSettings):
+class _Settings(JobSettings, LiveSettings, BaseSettings):
     """Everything ``facefuse serve`` can be told; each field is also ``FACEFUSE_<NAME>`` in the environment.
 
     The operator-scope options (:class:`~facefuse.fusion.engine.FusionOptions` fields declared with
