@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -199,6 +200,27 @@ def test_cli_on_the_real_clip_and_on_a_damaged_one(source, tmp_path, store_confi
     run = subprocess.run([sys.executable, "-m", "facefuse.cli", "video", "--source", str(source), "--target",
                           str(broken), "--output", str(output)], env=env, capture_output=True, text=True, check=False)
     assert run.returncode == 3 and run.stderr.startswith("error: CORRUPT_VIDEO") and "Traceback" not in run.stderr
+
+
+def test_cli_progress_bar_has_one_total_and_one_rate(source, tmp_path, store_config):
+    """Section 3 of issue 20: the first update read "47127.01 frame/s", the total jumped 89 → 90 at the end, and a
+    second rate ("x fps") stood beside tqdm's own. 1.02 s at 29.97 fps holds 31 frames (the estimate said 30)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "FACEFUSE_HOME": str(store_config.home),
+           "FACEFUSE_MODEL_MIRROR": str(store_config.mirror)}
+    real = REPO.parent / "shared" / "video" / "short_hamilton_clip.mp4"
+    run = subprocess.run([sys.executable, "-m", "facefuse.cli", "video", "--source", str(source), "--target",
+                          str(real), "--output", str(tmp_path / "out.mp4"), "--end", "1.02"], env=env,
+                         capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr
+    updates = [line for line in re.split(r"[\r\n]", run.stderr) if line.startswith("fusing:")]
+    assert updates, run.stderr
+    counts = [tuple(map(int, re.search(r"(\d+)/(\d+)", line).groups())) for line in updates]
+    assert {total for _, total in counts} == {31}, updates  # one total from the first update to the last
+    assert counts[-1] == (31, 31)
+    for line in updates:
+        assert len(re.findall(r"frame/s|s/frame", line)) == 1 and "fps" not in line, line
+        rate = re.search(r"([\d.]+)frame/s", line)
+        assert rate is None or float(rate.group(1)) < 1000, line  # no rate measured over no time at all
 
 
 def test_tracking_keeps_the_id_through_a_short_occlusion(fuser, faces_dir):

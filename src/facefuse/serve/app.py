@@ -25,7 +25,7 @@ from .http_errors import install_error_handlers
 from .jobs_routes import jobs_api
 from .live_routes import live_api
 from .metrics import ServiceMetrics
-from .middleware import HeadAsGet, HostAllowList, RequestContext
+from .middleware import HeadAsGet, HostCheck, RequestContext
 from .openapi import install_openapi
 from .routes import api, ops
 from .settings import ServeSettings
@@ -102,8 +102,7 @@ def create_app(settings: ServeSettings | None = None, *, store: StoreConfig | No
                            allow_headers=["Authorization", "Content-Type", "X-Request-ID"],
                            expose_headers=["Server-Timing", "X-Request-ID", "Retry-After"])
     app.add_middleware(SecurityHeaders)
-    if settings.hosts_accepted is not None:
-        app.add_middleware(HostAllowList, hosts=settings.hosts_accepted)
+    app.add_middleware(HostCheck, hosts=settings.hosts_accepted)
     app.add_middleware(HeadAsGet)
     app.add_middleware(RequestContext, metrics=metrics)
     return app

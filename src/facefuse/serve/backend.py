@@ -120,7 +120,7 @@ class LocalBackend:
         settings = self.settings
         self.scheduler = RequestScheduler(workers=settings.workers, max_batch=settings.max_batch,
                                           max_wait_ms=settings.max_wait_ms, queue_size=settings.queue_size,
-                                          metrics=metrics)
+                                          deadline_s=settings.deadline_s, metrics=metrics)
         self.scheduler.start()
         self._loading = asyncio.get_running_loop().run_in_executor(None, self._load, metrics)
 

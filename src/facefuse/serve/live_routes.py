@@ -41,7 +41,7 @@ from ..schema import invalid_options
 from ..video.options import VideoOptions
 from .backend import LocalBackend
 from .http_errors import error_response, public
-from .middleware import _host_name
+from .middleware import host_problem
 from .routes import require_key
 from .settings import ServeSettings
 from .state import ServiceState
@@ -172,10 +172,10 @@ def _check_origin(websocket: WebSocket, state: ServiceState) -> None:
     """Host like every route (DNS rebinding), and Origin: browsers let any page open a WebSocket anywhere, so only
     this server's own page and the operator's CORS origins may (a client without Origin is no browser)."""
     host = websocket.headers.get("host", "")
-    hosts = state.settings.hosts_accepted
-    if hosts is not None and _host_name(host.encode("latin-1")) not in hosts:
-        raise FacefuseError(ErrorCode.BAD_REQUEST, "this server does not answer for that host name",
-                            "use the address the operator gave you, or ask them to add it to --allowed-hosts")
+    problem = host_problem([value for name, value in websocket.scope["headers"] if name == b"host"],
+                           state.settings.hosts_accepted)
+    if problem is not None:
+        raise problem
     origin = websocket.headers.get("origin")
     if origin is None or origin in state.settings.cors_origin or urlsplit(origin).netloc.lower() == host.lower():
         return

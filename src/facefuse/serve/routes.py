@@ -59,7 +59,7 @@ async def fuse(request: Request) -> Response:
     state = service(request)
     backend = state.require_ready()
     settings = state.settings
-    async with state.uploads.body(request, settings.max_body_bytes, settings.upload_timeout_s) as body:
+    async with state.uploads.body(request, settings.max_body_bytes) as body:
         deadline = time.monotonic() + settings.deadline_s  # from here: a slow upload has its own timeout
         # a large JSON body must not stall the loop
         upload = await run_in_threadpool(parse_fuse, request, body, state.fuse_models, state.defaults)
@@ -89,7 +89,7 @@ async def detect(request: Request) -> Response:
     state = service(request)
     backend = state.require_ready()
     settings = state.settings
-    async with state.uploads.body(request, settings.max_body_bytes, settings.upload_timeout_s) as body:
+    async with state.uploads.body(request, settings.max_body_bytes) as body:
         deadline = time.monotonic() + settings.deadline_s
         upload = await run_in_threadpool(parse_detect, request, body)
         async with state.pixels.hold(declared_pixels(upload.image), deadline):
@@ -108,8 +108,8 @@ async def models(request: Request) -> dict[str, Any]:
     return ModelsAnswer.model_validate(await state.require_ready().models()).model_dump(mode="json")
 
 
-@ops.get("/v1/options", summary="The fusion options a request may set, as JSON Schema (what the web page's "
-                                 "controls are built from)", tags=["fusion"])
+@api.get("/options", summary="The fusion options a request may set, as JSON Schema (what the web page's "
+                              "controls are built from)")
 async def options(request: Request) -> dict[str, Any]:
     state = service(request)
     form, _ = state.fuse_models

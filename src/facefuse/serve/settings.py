@@ -19,6 +19,7 @@ from ..pipeline import FuserConfig
 from ..schema import Scope, fields_of
 from .job_settings import JobSettings
 from .live_settings import LiveSettings  # live camera limits (/v1/live)
+from .uploads import UploadLimits
 
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
@@ -57,7 +58,13 @@ class _Settings(JobSettings, LiveSettings, BaseSettings):
                                     "closed (idle and slow-header clients)")
     upload_timeout_s: float = Field(30.0, gt=0, le=3600, description="longest a request body may take to arrive; "
                                     "slower uploads get 408 (the deadline only starts once the body is in)")
+    upload_idle_s: float = Field(5.0, gt=0, le=300, description="longest pause between two pieces of a request "
+                                 "body; a longer one gets 408 (a client cannot hold an upload slot for free)")
+    upload_min_kbps: float = Field(8.0, ge=0, description="KiB/s a request body must average once upload_idle_s "
+                                   "has passed; slower ones get 408 (0: no minimum)")
     max_uploads: int = Field(16, ge=1, le=10_000, description="request bodies being received at once; beyond it: 429")
+    max_uploads_per_client: int = Field(8, ge=1, le=10_000, description="request bodies one client address may be "
+                                        "sending at once; beyond it: 429")
     max_buffered_mb: float = Field(256.0, gt=0, description="request bytes held in memory by all requests together "
                                    "(MiB); a body that would pass it gets 429")
     max_decoded_mpx: float = Field(120.0, gt=0, description="decoded megapixels all requests in progress may hold "
@@ -133,6 +140,10 @@ class _Settings(JobSettings, LiveSettings, BaseSettings):
             return None
         low, high = (int(n) for n in self.autoscale.split(","))
         return low, high
+
+    def upload_limits(self) -> UploadLimits:
+        return UploadLimits(timeout_s=self.upload_timeout_s, idle_s=self.upload_idle_s,
+                            min_rate=self.upload_min_kbps * 1024)
 
     @property
     def max_body_bytes(self) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import tempfile
 import threading
@@ -319,10 +320,11 @@ class _Run:
     def _estimate_total(self) -> int:
         rate, tb = self.info.rate, self.info.time_base
         begin = Fraction(self.start_pts or self.info.start_pts) * tb
+        # frames at begin, begin + 1/rate, … before the end: ceil, so 3 s at 29.97 fps is 90 frames, not 89
         if self.end_pts is not None:
-            return max(1, int((Fraction(self.end_pts) * tb - begin) * rate))
+            return max(1, math.ceil((Fraction(self.end_pts) * tb - begin) * rate))
         full_end = Fraction(self.info.start_pts) * tb + Fraction(self.info.frames) / rate
-        return max(1, int((full_end - begin) * rate))
+        return max(1, math.ceil((full_end - begin) * rate))
 
     def _report(self, done: int, total: int, resumed_from: int, started: float) -> None:
         assert self.progress is not None

@@ -19,6 +19,7 @@ letting memory grow: a slow stage makes the one before it wait.
 from __future__ import annotations
 
 import heapq
+import io
 import os
 import queue
 import threading
@@ -68,15 +69,16 @@ def container_format(path: Path) -> str:
     return fmt
 
 
-def open_input(path: Path) -> av.container.InputContainer:
-    """The container with a video stream, or UNSUPPORTED_VIDEO / CORRUPT_VIDEO that says why not."""
-    if not path.is_file():
+def open_input(path: Path | bytes) -> av.container.InputContainer:
+    """The container (a file, or bytes in memory) with a video stream, or UNSUPPORTED_VIDEO / CORRUPT_VIDEO that
+    says why not."""
+    if isinstance(path, Path) and not path.is_file():
         raise FacefuseError(ErrorCode.BAD_REQUEST, f"no video file at '{path.name}'", "check the path")
     try:
-        container = av.open(str(path), metadata_errors="ignore")
+        container = av.open(str(path) if isinstance(path, Path) else io.BytesIO(path), metadata_errors="ignore")
     except av.error.InvalidDataError as exc:
         raise _not_video(path, exc) from None
-    except av.error.FFmpegError as exc:
+    except (av.error.FFmpegError, ValueError, OverflowError) as exc:  # a fuzzed header can make PyAV raise these
         raise FacefuseError(ErrorCode.CORRUPT_VIDEO, f"the video could not be opened ({_reason(exc)})",
                             "re-export or re-download the video") from None
     if not container.streams.video:
@@ -86,8 +88,8 @@ def open_input(path: Path) -> av.container.InputContainer:
     return container
 
 
-def _not_video(path: Path, exc: Exception) -> FacefuseError:
-    head = path.read_bytes()[:12] if path.stat().st_size else b""
+def _not_video(path: Path | bytes, exc: Exception) -> FacefuseError:
+    head = path[:12] if isinstance(path, bytes) else path.read_bytes()[:12] if path.stat().st_size else b""
     # an MP4/MOV whose index is missing or cut off is a damaged video, not an unknown format
     if head[4:8] in (b"ftyp", b"mdat", b"moov", b"free", b"wide") or head[:4] == b"\x1a\x45\xdf\xa3":
         return FacefuseError(ErrorCode.CORRUPT_VIDEO, f"the video is damaged or truncated ({_reason(exc)})",
@@ -101,6 +103,48 @@ def _reason(exc: Exception) -> str:
     return str(getattr(exc, "strerror", None) or type(exc).__name__)
 
 
+@dataclass(frozen=True)
+class VideoSize:
+    """What a video declares in its headers, read without decoding a frame: what admission limits are checked
+    against (an 8192×8192 or a 30-minute clip is refused before any worker decodes it)."""
+
+    width: int
+    height: int
+    duration_s: float | None  # None when neither the stream nor the container says
+    frames: int  # the stream's frame count, or an estimate from the duration (0: unknown)
+
+
+def _duration_s(container: av.container.InputContainer, stream: av.VideoStream) -> float | None:
+    """The stream's duration, else the container's: Matroska/WebM streams carry neither a frame count nor a
+    duration, only the container knows how long the clip is (so progress would read 100 % from the first frame)."""
+    if stream.duration and stream.time_base:
+        return float(stream.duration * stream.time_base)
+    if container.duration:
+        return container.duration / av.time_base
+    return None
+
+
+def _frame_count(container: av.container.InputContainer, stream: av.VideoStream, rate: Fraction) -> int:
+    if stream.frames:
+        return int(stream.frames)
+    duration = _duration_s(container, stream)
+    return int(duration * rate + 0.5) if duration else 0
+
+
+def _rate(stream: av.VideoStream) -> Fraction:
+    return Fraction(stream.average_rate or stream.guessed_rate or Fraction(30))
+
+
+def inspect_video(data: Path | bytes) -> VideoSize:
+    """The declared size, duration and frame count, from the headers only; UNSUPPORTED_VIDEO / CORRUPT_VIDEO when
+    the data is not a readable video."""
+    with open_input(data) as container:
+        stream = container.streams.video[0]
+        ctx = stream.codec_context
+        return VideoSize(int(ctx.width or 0), int(ctx.height or 0), _duration_s(container, stream),
+                         _frame_count(container, stream, _rate(stream)))
+
+
 def probe(path: Path) -> VideoInfo:
     with open_input(path) as container:
         stream = container.streams.video[0]
@@ -108,10 +152,8 @@ def probe(path: Path) -> VideoInfo:
         if first is None:
             raise FacefuseError(ErrorCode.CORRUPT_VIDEO, "the video has no frame that can be decoded",
                                 "re-export or re-download the video")
-        rate = stream.average_rate or stream.guessed_rate or Fraction(30)
-        frames = stream.frames
-        if not frames and stream.duration:
-            frames = int(stream.duration * stream.time_base * rate + 0.5)
+        rate = _rate(stream)
+        frames = _frame_count(container, stream, rate)
         ctx = stream.codec_context
         return VideoInfo(
             width=first.width, height=first.height, time_base=stream.time_base, rate=Fraction(rate),
