@@ -18,8 +18,8 @@ class RestorerConfig:
     patch: int = 64
     batch: int = 16
     teacher: UNetConfig = field(default_factory=lambda: UNetConfig(base=24, levels=4))
-    teacher_steps: int = 1500
-    lr: float = 2e-3
+    teacher_steps: int = 4000
+    lr: float = 1e-3
     prune_ratio: float = 0.5            # fraction of channels removed from every prunable group, overall
     prune_iterations: int = 2           # pruning steps, with fine-tuning after each
     finetune_steps: int = 250           # per pruning step (distillation loss, as the final stage)
@@ -29,8 +29,8 @@ class RestorerConfig:
     grad_checkpoint: bool = False
     max_train_images: int | None = None
     holdout_images: int | None = None
-    threads: int = 2
-    checkpoint_every_s: float = 120.0
+    threads: int = 1
+    checkpoint_every_s: float = 180.0
     progress: bool = True
 
     @property

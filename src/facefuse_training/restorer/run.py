@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import cv2
 import numpy as np
 import torch
 
@@ -26,6 +27,7 @@ STAGES = ("teacher", "prune", "distil", "export")
 def run(config: RestorerConfig, until: str = "export", onnx_name: str = "restorer.onnx") -> dict:
     """Run the stages up to and including ``until``; return the summary (also written to ``summary.json``)."""
     limit_threads(config.threads)
+    cv2.setNumThreads(config.threads)  # the degradations' OpenCV calls: no spinning workers on a busy machine
     config.out.mkdir(parents=True, exist_ok=True)
     trained = all((config.out / f"{name}.pt").is_file() for name in ("teacher", "pruned", "pruned_ft", "student"))
     images = np.empty((0, config.size, config.size, 3), np.uint8) if trained else training_images(config)
