@@ -69,7 +69,7 @@ def export_and_report(config: RestorerConfig, onnx_name: str) -> dict:
     worst = 0.0
     # the student ships; the other stages are exported too, for the benchmark's teacher / pruned rows
     for name, file in (("teacher", "teacher.onnx"), ("pruned_ft", "pruned_ft.onnx"), ("student", onnx_name)):
-        exported = export_onnx(models[name], config.out / file, example)
+        exported = export_onnx(models[name], config.out / file, example, multiple=m)
         parity = check_parity(models[name], exported, inputs)
         if not parity.ok(PARITY_TOLERANCE):
             raise AssertionError(f"{file}: ONNX differs from PyTorch by {parity.max_abs_diff:.2e}")
