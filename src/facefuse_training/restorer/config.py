@@ -18,13 +18,13 @@ class RestorerConfig:
     patch: int = 64
     batch: int = 16
     teacher: UNetConfig = field(default_factory=lambda: UNetConfig(base=24, levels=4))
-    teacher_steps: int = 2800
+    teacher_steps: int = 1500
     lr: float = 1e-3
     prune_ratio: float = 0.5            # fraction of channels removed from every prunable group, overall
     prune_iterations: int = 2           # pruning steps, with fine-tuning after each
     prune_round_to: int = 8             # channel counts kept multiples of this: INT8/FP32 kernels work in blocks of 8
-    finetune_steps: int = 150           # per pruning step (L1 + SSIM against ground truth)
-    distil_steps: int = 600
+    finetune_steps: int = 80           # per pruning step (L1 + SSIM against ground truth)
+    distil_steps: int = 300
     distil_output_weight: float = 1.0   # λ: L1(student, teacher)
     distil_feature_weight: float = 1.0  # λf: Σ MSE(adapter(student feature), teacher feature)
     grad_checkpoint: bool = False
@@ -40,6 +40,7 @@ class RestorerConfig:
 
     def quick(self) -> "RestorerConfig":
         """A run that exercises every stage in well under two minutes on two cores."""
-        return replace(self, size=64, patch=32, batch=4, teacher=UNetConfig(base=8, levels=3), teacher_steps=30, prune_round_to=1,
+        return replace(self, size=64, patch=32, batch=4, teacher=UNetConfig(base=8, levels=3), teacher_steps=30,
+                       prune_round_to=1,
                        finetune_steps=10, distil_steps=20, max_train_images=64, holdout_images=8,
                        checkpoint_every_s=1e9)

@@ -37,10 +37,10 @@ def run(config: RestorerConfig, until: str = "export", onnx_name: str = "restore
     pruned = prune_and_finetune(config, teacher, images)
     if until == "prune":
         return {"pruned": str(pruned)}
-    finetune_student(config, pruned, None, images)
     student = finetune_student(config, pruned, teacher, images)
     if until == "distil":
         return {"student": str(student)}
+    finetune_student(config, pruned, None, images)  # the no-teacher ablation (independent: may run in parallel)
     return export_and_report(config, onnx_name)
 
 
