@@ -366,7 +366,7 @@ def render(r: dict, quick: bool) -> str:
     for name in ("degraded input", "bicubic", "teacher", "pruned, no distillation", "student", "student (ONNX)",
                  "INT8 student"):
         cost = cost_of.get(name)
-        c = "| |" if cost is None else (
+        c = "| | |" if cost is None else (
             f"| {cost['params'] / 1e3:.0f} k ({cost['params'] / teacher['params']:.0%}) | "
             f"{cost['macs_256'] / 1e9:.2f} G ({cost['macs_256'] / teacher['macs_256']:.0%}) |")
         lines.append(f"| {name} {c} {h[name]['psnr_db']:.2f} | {h[name]['ssim']:.3f} | "
