@@ -269,6 +269,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a few images and pairs (checks the script runs)")
     parser.add_argument("--holdout", type=int, default=None,
                         help="hold-out faces for the ONNX FP32/INT8 rows (default all; the PyTorch rows use all)")
+    parser.add_argument("--people", type=int, default=None, help="people of the colour set in the fusion sections")
     args = parser.parse_args()
     quick, run = args.quick, args.run
     summary = json.loads((run / "summary.json").read_text())
@@ -302,7 +303,7 @@ def main() -> None:
     speed["face_px"] = float(face.box[2])
 
     judge = IdentityJudge(fuser.store, fuser.runtime)
-    people = identity_sets(quick)["colour"]
+    people = identity_sets(quick)["colour"][: args.people]
     poor = poor_sources(fusers, judge, people, np.random.default_rng(21), degrade=True)
     good = poor_sources({"off": fusers["off"], "auto": fusers["auto"]}, judge, people, np.random.default_rng(21),
                         degrade=False, targets=1)
@@ -345,7 +346,8 @@ def render(r: dict, quick: bool) -> str:
     int8_x = sp256["student"]["cpu"] / sp256["INT8 student"]["cpu"]
     int8_x128 = sp128["student"]["cpu"] / sp128["INT8 student"]["cpu"]
     int8_ssim = h["INT8 vs FP32 student"]["ssim"]
-    best_128 = min(sp128["student"]["wall"], sp128["INT8 student"]["wall"])
+    fastest = min(("student", "INT8 student"), key=lambda n: sp128[n]["cpu"])
+    best_128, best_128_wall = sp128[fastest]["cpu"], sp128[fastest]["wall"]
     on, off, auto = poor["on"], poor["off"], poor["auto"]
     lines = [
         "## Face restorer: a model worth compressing (issue 21)" + (" (--quick)" if quick else ""),
@@ -402,7 +404,9 @@ def render(r: dict, quick: bool) -> str:
         f"| INT8 vs FP32 student speed (CPU time, 256²) | ≥ 1.5× | {int8_x:.2f}× (128²: {int8_x128:.2f}×) | "
         f"{verdict(int8_x >= GOALS['int8_speedup'])} |",
         f"| INT8 SSIM to FP32 (hold-out) | ≥ 0.98 | {int8_ssim:.4f} | {verdict(int8_ssim >= GOALS['int8_ssim'])} |",
-        f"| restore per 128 px face (model, 128² input) | ≤ 15 ms | {best_128:.1f} ms wall | "
+        f"| restore per 128 px face (model, 128² input, CPU time) | ≤ 15 ms | {best_128:.1f} ms "
+        f"({'INT8' if fastest != 'student' else 'FP32'}; wall {best_128_wall:.1f} ms on the loaded machine; whole "
+        f"`restore_source` path {min(src['student']['cpu'], src['INT8 student']['cpu']):.1f} ms CPU) | "
         f"{verdict(best_128 <= GOALS['ms_128'])} |",
         "",
         "Speed (ms, median of interleaved runs, wall / CPU):",
