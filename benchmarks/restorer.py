@@ -232,27 +232,30 @@ def face_128(fuser: Fuser) -> tuple[np.ndarray, object]:
     return scaled.image, max(scaled.faces, key=lambda f: f.area)
 
 
-def contact_sheets(restorer: Restorer, teacher, pairs, outputs, gain: list[float], folder: Path) -> list[Path]:
-    """Two PNGs: the student on faces/hard/poor (input | restored) and the 8 hold-out faces where the student
-    gains least over bicubic, then 8 at random (degraded | bicubic | teacher | student | INT8 | truth)."""
+def contact_sheets(fuser: Fuser, restorer: Restorer, teacher, pairs, outputs, gain: list[float],
+                   folder: Path) -> list[Path]:
+    """Two PNGs: the student on the largest face of each faces/hard/poor photo as the pipeline applies it to a
+    source (the region bicubic-upscaled | restored) and the 8 hold-out faces where the student gains least over
+    bicubic, then 8 at random (degraded | bicubic | teacher | student | INT8 | truth)."""
     import testdata  # tests/testdata.py, on the path through benchmarks/common.py
 
     folder.mkdir(parents=True, exist_ok=True)
     poor = sorted((testdata.default_mirror() or FACES.parent).joinpath("faces", "hard", "poor").glob("*.*"))
-    tiles = []
+    rows = []
     for path in poor:
-        img = cv2.imread(str(path), cv2.IMREAD_COLOR)
-        if img is None:
+        try:
+            analysis = fuser.analyze(path)
+        except FacefuseError:
             continue
-        rgb = img[:, :, ::-1].copy()
-        scale = min(1.0, 384 / max(rgb.shape[:2]))
-        rgb = cv2.resize(rgb, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA) if scale < 1 else rgb
-        pair = np.concatenate([rgb, restorer.restore(rgb)], axis=1)
-        tiles.append(cv2.resize(pair, (512, round(256 * rgb.shape[0] / rgb.shape[1])), interpolation=cv2.INTER_AREA))
+        if not analysis.faces:
+            continue
+        face = max(analysis.faces, key=lambda f: f.area)
+        crop, _ = restorer.restore_source(analysis.image, face, QualityConfig())
+        x0, y0, x1, y1 = face_region(analysis.image, face, restorer.config.margin)
+        plain = cv2.resize(analysis.image[y0:y1, x0:x1], crop.shape[1::-1], interpolation=cv2.INTER_CUBIC)
+        rows.append(cv2.resize(np.concatenate([plain, crop], axis=1), (384, 192), interpolation=cv2.INTER_AREA))
     written = []
-    if tiles:
-        width = 512
-        rows = [np.pad(t, ((0, 0), (0, width - t.shape[1]), (0, 0))) for t in tiles]
+    if rows:
         written.append(folder / "hard_poor.png")
         cv2.imwrite(str(written[-1]), np.concatenate(rows, axis=0)[:, :, ::-1])
     order = list(np.argsort(gain)[:8]) + list(np.random.default_rng(0).choice(len(pairs), 8, replace=False))
@@ -314,7 +317,7 @@ def main() -> None:
 
     gain = [10 * np.log10(np.mean((b - p.gt) ** 2) / max(np.mean((t - p.gt) ** 2), 1e-12))
             for b, t, p in zip(outputs["bicubic"], outputs["student"], pairs)]
-    sheets = contact_sheets(restorers["student"], sessions["teacher"], pairs, outputs, gain, run / "sheets")
+    sheets = contact_sheets(fuser, restorers["student"], sessions["teacher"], pairs, outputs, gain, run / "sheets")
     if post_sheet:
         sheets.append(run / "sheets" / "post_fusion.png")
         cv2.imwrite(str(sheets[-1]), np.concatenate([np.concatenate(r, axis=1) for r in post_sheet], 0)[:, :, ::-1])
