@@ -103,8 +103,8 @@ def keep_colours(before: np.ndarray, after: np.ndarray, sigma: float) -> np.ndar
     Why: the first shipped restorer was trained with GFPGAN's brightness/colour jitter and learned an average
     colour correction (a warm cast) that moved faces away from their originals; keeping the input's tones made it
     safe. The current models were trained without colour jitter, and on 120 hold-out faces this step costs the
-    teacher a little (SSIM 0.865 raw vs 0.859 kept, −0.02 dB); it stays the default because colour is the blend stage's
-    job and the fusion figures in BENCHMARKS.md were measured with it (``detail_sigma=0`` turns it off).
+    teacher a little (SSIM 0.865 raw vs 0.859 kept, −0.02 dB); it stays the default because colour is the blend
+    stage's job and the fusion figures in BENCHMARKS.md were measured with it (``detail_sigma=0`` turns it off).
     """
     return cv2.GaussianBlur(before, (0, 0), sigma) + after - cv2.GaussianBlur(after, (0, 0), sigma)
 
