@@ -13,9 +13,9 @@ from facefuse.analysis.quality import sharpness
 from facefuse.config import QualityConfig
 from facefuse.fusion.engine import FusionOptions
 from facefuse.pipeline import Fuser, FuserConfig
-from facefuse.restore import RESTORER, RestoreConfig, Restorer, blockiness, face_region, seam_score, tile_starts
-
-UTKFACE = Path(__file__).resolve().parents[2] / "shared" / "train" / "utkface" / "images"
+from facefuse.fusion.enhance import EnhanceConfig, enhance_fused, skin_sharpness, skin_zone
+from facefuse.restore import RESTORER, RestoreConfig, Restorer, blockiness, face_region
+from facefuse.tiling import run_tiled, seam_score, tile_starts
 
 
 def _jpeg(rgb: np.ndarray, quality: int) -> np.ndarray:
@@ -54,7 +54,8 @@ def test_restorer_brings_a_degraded_face_closer_to_the_original(restorer, faces_
     face must be nearer the clean one than the degraded input is."""
     from facefuse_training.common.data import in_holdout  # noqa: PLC0415 - only the file name hash, no torch
 
-    names = sorted(p for p in UTKFACE.iterdir() if in_holdout(p.name))[:12]
+    utkface = faces_dir.parent / "train" / "utkface" / "images"
+    names = sorted(p for p in utkface.iterdir() if in_holdout(p.name))[:12]
     gains = []
     for path in names:
         clean = cv2.resize(cv2.imread(str(path))[:, :, ::-1], (128, 128), interpolation=cv2.INTER_AREA)
@@ -116,15 +117,66 @@ def test_tiles_cover_with_overlap(length, tile, overlap):
     assert all(b - a <= tile - overlap for a, b in zip(starts, starts[1:]))
 
 
-def test_feathered_tiles_leave_no_seams(fuser, obama):
-    """A 600×700 face region cut into 256 px tiles: across the tile borders the feathered result steps no more than
+@pytest.mark.parametrize("stitch", ["feather", "poisson"])
+def test_stitched_tiles_leave_no_seams(fuser, obama, stitch):
+    """A 600×700 face region cut into 256 px tiles: across the tile borders the stitched result steps no more than
     the one-pass result does at the same lines (the photo's own texture), while hard tiles show their borders."""
     session = fuser.restorer.model().session
     region = obama[150:850, 150:750]
     whole = Restorer(session, RestoreConfig(tile=4096)).restore(region)
-    feathered = Restorer(session, RestoreConfig(tile=256, overlap=32)).restore(region)
-    hard = Restorer(session, RestoreConfig(tile=256, overlap=0)).restore(region)
+    stitched = Restorer(session, RestoreConfig(tile=256, overlap=32, stitch=stitch)).restore(region)
+    hard = Restorer(session, RestoreConfig(tile=256, overlap=0, stitch="feather")).restore(region)
     reference = seam_score(whole, 256, 32)["ratio"]
-    assert seam_score(feathered, 256, 32)["ratio"] < reference + 0.02
-    assert seam_score(hard, 256, 0)["ratio"] > seam_score(whole, 256, 0)["ratio"] + 0.1
-    assert np.abs(feathered.astype(int) - whole).mean() < 0.5
+    assert seam_score(stitched, 256, 32)["ratio"] < reference + 0.02
+    assert seam_score(hard, 256, 0)["ratio"] > seam_score(whole, 256, 0)["ratio"] + 0.05
+    assert np.abs(stitched.astype(int) - whole).mean() < 0.5
+
+
+def test_poisson_stitching_keeps_detail_and_spreads_tile_disagreement(obama):
+    """A model that is the identity plus a different brightness per tile: Poisson stitching gives back the
+    photo's own gradients (detail intact, a constant offset removed up to a smooth correction), feathering mixes
+    the offsets into bands; on the identity both give the photo back."""
+    x = obama.astype(np.float32) / 255.0
+    for stitch in ("feather", "poisson"):
+        assert np.abs(run_tiled(x, lambda t: t, 256, 32, stitch) - x).max() < 1e-4
+    offsets = iter(np.random.default_rng(0).uniform(-0.1, 0.1, 100))
+    shifted = {s: run_tiled(x, lambda t: t + next(offsets), 256, 32, s) for s in ("feather", "poisson")}
+    # how far the local structure (the image minus its 9 px blur) moved from the photo's
+    def detail_error(img: np.ndarray) -> float:
+        high = img - cv2.GaussianBlur(img, (0, 0), 3)
+        return float(np.abs(high - (x - cv2.GaussianBlur(x, (0, 0), 3))).mean())
+    assert detail_error(shifted["poisson"]) < 0.5 * detail_error(shifted["feather"])
+
+
+def _small_source_fusion(fuser, obama: np.ndarray, faces_dir: Path):
+    biden = cv2.imread(str(faces_dir / "face_recognition" / "biden.jpg"))[:, :, ::-1].copy()
+    small = cv2.resize(biden, None, fx=0.2, fy=0.2, interpolation=cv2.INTER_AREA)
+    source_face = max(fuser.analyze(small).faces, key=lambda f: f.area)
+    target = fuser.analyze(obama)
+    face = max(target.faces, key=lambda f: f.area)
+    fused = fuser.fuse(small, obama, FusionOptions(restore="off", visible_label=False)).image
+    return fused, target.image, face, float(max(source_face.box[2:]))
+
+
+def test_post_fusion_enhancement_moves_soft_skin_toward_the_photo(fuser, restorer, obama, faces_dir):
+    """A source 5× smaller than the target: the fused skin is softer than the photo's; enhanced, its sharpness
+    ratio rises toward 1 without passing ``max_gain``'s reach, and only the face region changes."""
+    fused, target, face, source_px = _small_source_fusion(fuser, obama, faces_dir)
+    zone = skin_zone(face, fused.shape)
+    result = enhance_fused(fused, target, face, source_px, restorer)
+    assert result.ratio_before < 1.0 and result.gain > 0 and result.note and "enhanced" in result.note
+    assert result.ratio_before < result.ratio_after
+    assert result.ratio_after == pytest.approx(skin_sharpness(result.image, zone) / skin_sharpness(target, zone))
+    x0, y0, x1, y1 = face_region(fused, face, EnhanceConfig().margin)
+    outside = np.ones(fused.shape[:2], bool)
+    outside[y0:y1, x0:x1] = False
+    assert np.array_equal(result.image[outside], fused[outside])
+    # only detail is added: the low-pass picture (tones, colours, any smear) stays where it was
+    low = [cv2.GaussianBlur(img[y0:y1, x0:x1].astype(np.float32), (0, 0), 6) for img in (fused, result.image)]
+    assert np.abs(low[0] - low[1]).mean() < 1.0
+
+
+def test_post_fusion_enhancement_leaves_a_large_source_alone(fuser, restorer, obama, faces_dir):
+    fused, target, face, _ = _small_source_fusion(fuser, obama, faces_dir)
+    result = enhance_fused(fused, target, face, float(max(face.box[2:])), restorer)
+    assert result.gain == 0 and result.note is None and result.image is fused

@@ -6,8 +6,8 @@ Why here and how:
   never down), restored, and handed to the engine as a new, sharper source photo (the face's coordinates move with
   it), so a 50 px face gives the engine real detail rather than an upsampled blur.
 - *Target faces* are restored in place at their own resolution and feathered back, so the photo keeps its size.
-- Regions larger than ``tile`` pixels are cut into overlapping tiles whose outputs are blended with linear
-  (feathered) weights over the overlap: no visible seams (``seam_score`` measures it), bounded memory.
+- Regions larger than ``tile`` pixels are cut into overlapping tiles, stitched in the gradient domain (Poisson) or
+  by feathering (:mod:`facefuse.tiling`; ``seam_score`` there measures both): bounded memory, no visible seams.
 - ``restore=auto`` decides per face from :func:`needs_restore`; the decisions are reported, never silent.
 """
 
@@ -24,6 +24,7 @@ from .analysis.quality import quality_issues, sharpness
 from .analysis.types import Face
 from .config import QualityConfig
 from .errors import ErrorCode
+from .tiling import Stitch, run_tiled
 
 RESTORER = "restorer"
 RestoreMode = Literal["auto", "on", "off"]
@@ -42,6 +43,7 @@ class RestoreConfig:
     margin: float = 0.35              # of the face side, around the box
     tile: int = 256
     overlap: int = 32
+    stitch: Stitch = "poisson"        # how tiles of a large region are joined (see facefuse.tiling)
     multiple: int = 8                 # the U-Net's 3 poolings need sides divisible by 8
     model: Path | None = None         # another restorer ONNX file (your own training run, an INT8 variant)
     detail_sigma: float = 2.0         # > 0: keep the input's colours and tones below this scale (px), see below
@@ -95,35 +97,14 @@ def image_grid(region: np.ndarray, x0: int, y0: int) -> np.ndarray:
     return region[(-y0) % 8:, (-x0) % 8:]
 
 
-def tile_starts(length: int, tile: int, overlap: int) -> list[int]:
-    """Start offsets of tiles of ``tile`` pixels covering ``length``, consecutive tiles overlapping ≥ ``overlap``."""
-    if length <= tile:
-        return [0]
-    count = int(np.ceil((length - overlap) / (tile - overlap)))
-    return [int(round(i * (length - tile) / (count - 1))) for i in range(count)]
-
-
-def _ramp(length: int, start: int, tile: int, total: int, overlap: int) -> np.ndarray:
-    """1-D feather weights of one tile: linear ramps over the overlap, except at the image's own edges."""
-    w = np.ones(tile, np.float32)
-    if overlap <= 0:
-        return w[:length]
-    ramp = (np.arange(overlap, dtype=np.float32) + 0.5) / overlap
-    if start > 0:
-        w[:overlap] = ramp
-    if start + tile < total:
-        w[-overlap:] = ramp[::-1]
-    return w[:length]
-
-
 def keep_colours(before: np.ndarray, after: np.ndarray, sigma: float) -> np.ndarray:
     """The restored detail on the input's own colours: low-pass(before) + high-pass(after).
 
-    Why: GFPGAN's training degradation jitters brightness, contrast and colour, which no network can undo from one
-    photo; the shipped restorer learned the average correction (a warm, brighter cast, ~+3.6 of 255 in red) and it
-    made restored faces farther from the originals. Its detail — edges sharpened, blocks and noise removed — is
-    what helps (measured: mean error 7.73 → 7.58 on UTKFace hold-out faces at ×3 + JPEG 50, where the raw output
-    was 8.94); colour is matched to the target by the blend stage anyway.
+    Why: the first shipped restorer was trained with GFPGAN's brightness/colour jitter and learned an average
+    colour correction (a warm cast) that moved faces away from their originals; keeping the input's tones made it
+    safe. The current models were trained without colour jitter, and on 120 hold-out faces this step costs the
+    teacher a little (SSIM 0.865 raw vs 0.859 kept, −0.02 dB); it stays the default because colour is the blend
+    stage's job and the fusion figures in BENCHMARKS.md were measured with it (``detail_sigma=0`` turns it off).
     """
     return cv2.GaussianBlur(before, (0, 0), sigma) + after - cv2.GaussianBlur(after, (0, 0), sigma)
 
@@ -146,23 +127,10 @@ class Restorer:
         return out[0, :, :h, :w].transpose(1, 2, 0)
 
     def restore(self, rgb: np.ndarray) -> np.ndarray:
-        """Restore a uint8 RGB image of any size: one pass when it fits a tile, else feathered overlapping tiles."""
-        tile, overlap = self.config.tile, self.config.overlap
+        """Restore a uint8 RGB image of any size: one pass when it fits a tile, else overlapping tiles stitched as
+        ``config.stitch`` says (:mod:`facefuse.tiling`)."""
         x = rgb.astype(np.float32) / 255.0
-        h, w = x.shape[:2]
-        if h <= tile and w <= tile:
-            out = self._run(x)
-        else:
-            acc = np.zeros_like(x)
-            weight = np.zeros((h, w, 1), np.float32)
-            for y0 in tile_starts(h, tile, overlap):
-                for x0 in tile_starts(w, tile, overlap):
-                    piece = x[y0:y0 + tile, x0:x0 + tile]
-                    ph, pw = piece.shape[:2]
-                    wgt = np.outer(_ramp(ph, y0, tile, h, overlap), _ramp(pw, x0, tile, w, overlap))[:, :, None]
-                    acc[y0:y0 + ph, x0:x0 + pw] += self._run(piece) * wgt
-                    weight[y0:y0 + ph, x0:x0 + pw] += wgt
-            out = acc / np.maximum(weight, 1e-6)
+        out = run_tiled(x, self._run, self.config.tile, self.config.overlap, self.config.stitch)
         if self.config.detail_sigma > 0:
             out = keep_colours(x, out, self.config.detail_sigma)
         return np.clip(out * 255.0 + 0.5, 0, 255).astype(np.uint8)
@@ -210,24 +178,6 @@ def _moved_face(face: Face, x0: int, y0: int, scale: float) -> Face:
         landmarks[:, :2] = (landmarks[:, :2] - offset) * scale
         landmarks[:, 2:] = landmarks[:, 2:] * scale
     return replace(face, box=box, keypoints=(face.keypoints - offset) * scale, landmarks=landmarks, issues=())
-
-
-def seam_score(restored: np.ndarray, tile: int, overlap: int) -> dict[str, float]:
-    """How visible tile borders are: mean |step| between neighbouring pixels across the lines where a tile starts or
-    ends, divided by the mean |step| everywhere else (≈1: the borders look like any other place in the photo)."""
-    img = restored.astype(np.float32)
-    h, w = img.shape[:2]
-    cuts_x = {s for x0 in tile_starts(w, tile, overlap) for s in (x0, x0 + tile)} - {0, w}
-    cuts_y = {s for y0 in tile_starts(h, tile, overlap) for s in (y0, y0 + tile)} - {0, h}
-    dx = np.abs(np.diff(img, axis=1)).mean(axis=(0, 2))
-    dy = np.abs(np.diff(img, axis=0)).mean(axis=(1, 2))
-    on_x = np.array([i + 1 in cuts_x for i in range(w - 1)])
-    on_y = np.array([i + 1 in cuts_y for i in range(h - 1)])
-    border = np.concatenate([dx[on_x], dy[on_y]])
-    inside = np.concatenate([dx[~on_x], dy[~on_y]])
-    b = float(border.mean()) if border.size else 0.0
-    i = float(inside.mean()) if inside.size else 0.0
-    return {"border": b, "inside": i, "ratio": b / max(i, 1e-6)}
 
 
 class RestoreStage:

@@ -1,12 +1,15 @@
 """ONNX export with dynamic batch and spatial size, checked against PyTorch on real inputs.
 
-Uses the TorchScript exporter (``dynamo=False``): it needs no extra package and produces plain Conv/Relu/Resize
-graphs that ONNX Runtime's INT8 quantizer handles. The parity check runs the exported file in ONNX Runtime on
-inputs of several shapes, so a wrongly fixed axis fails here rather than in the pipeline.
+Uses the dynamo exporter (``torch.export`` + onnxscript): the TorchScript exporter is deprecated and PyTorch will
+remove it. ``torch.export`` traces symbolic shapes, so the spatial axes are declared as multiples of the network's
+``multiple`` (a U-Net with three poolings takes 8·k × 8·j); the graph it writes is the same plain
+Conv/Relu/MaxPool/Resize/Concat that ONNX Runtime's INT8 quantizer handles. The parity check runs the exported
+file in ONNX Runtime on inputs of several shapes, so a wrongly fixed axis fails here rather than in the pipeline.
 """
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +17,7 @@ import numpy as np
 import onnxruntime as ort
 import torch
 from torch import nn
+from torch.export import Dim
 
 INPUT_NAME = "input"
 OUTPUT_NAME = "output"
@@ -28,15 +32,21 @@ class Parity:
         return self.max_abs_diff <= tolerance
 
 
-def export_onnx(model: nn.Module, path: Path, example: torch.Tensor, opset: int = 17) -> Path:
-    """Write ``model`` (eval mode) to ``path`` with axes 0 (batch), 2 and 3 (height, width) dynamic."""
+def export_onnx(model: nn.Module, path: Path, example: torch.Tensor, multiple: int = 1, opset: int = 18) -> Path:
+    """Write ``model`` (eval mode) to ``path`` with axes 0 (batch), 2 and 3 (height, width) dynamic, the spatial
+    ones multiples of ``multiple``. The model's first ``forward`` argument takes the image."""
     model = model.eval()
     path.parent.mkdir(parents=True, exist_ok=True)
-    axes = {0: "batch", 2: "height", 3: "width"}
+    batch = Dim("batch", min=1, max=1024)
+    height, width = Dim("height", min=1, max=8192 // multiple), Dim("width", min=1, max=8192 // multiple)
+    first = next(iter(inspect.signature(model.forward).parameters))
+    shapes = {first: {0: batch, 2: multiple * height, 3: multiple * width}} if multiple > 1 else \
+        {first: {0: batch, 2: height, 3: width}}
     with torch.no_grad():
-        torch.onnx.export(model, (example,), str(path), dynamo=False, opset_version=opset,
-                          input_names=[INPUT_NAME], output_names=[OUTPUT_NAME],
-                          dynamic_axes={INPUT_NAME: axes, OUTPUT_NAME: axes}, do_constant_folding=True)
+        program = torch.onnx.export(model, (example,), dynamo=True, opset_version=opset, optimize=True,
+                                    input_names=[INPUT_NAME], output_names=[OUTPUT_NAME], dynamic_shapes=shapes,
+                                    verbose=False)
+    program.save(str(path))
     return path
 
 

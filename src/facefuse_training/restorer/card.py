@@ -26,17 +26,20 @@ def write_card(path: Path, config: RestorerConfig, summary: dict) -> Path:
         f"{config.prune_iterations} steps, then feature-distilled.",
         f"- Data: UTKFace aligned crops resized to {config.size}×{config.size}, {config.patch}×{config.patch} "
         "patches; fixed hold-out split (5 % by file-name hash).",
-        f"- Degradation (GFPGAN's, scaled to {config.size} px): blur kernel {deg.kernel_size} px iso/aniso, σ "
-        f"{deg.sigma_range[0]:.3f}–{deg.sigma_range[1]:.2f} px; downsample ×{deg.downsample[0]}–×{deg.downsample[1]}; "
-        f"Gaussian noise σ {deg.noise[0]:.0f}–{deg.noise[1]:.0f}; JPEG {deg.jpeg[0]}–{deg.jpeg[1]}; colour jitter.",
+        f"- Degradations covered (each drawn per face; `facefuse_training.restorer.degrade`): blur p {deg.blur_prob} "
+        f"(Gaussian, iso/aniso, σ {deg.blur_sigma[0]}–{deg.blur_sigma[1]} px at 128 px); face reduced to "
+        f"{deg.face_px[0]:.0f}–{deg.face_px[1]:.0f} px (area/bilinear/bicubic/nearest); noise p {deg.noise_prob} "
+        f"σ {deg.noise[0]:.0f}–{deg.noise[1]:.0f}; old-photo grain p {deg.grain_prob} (half on greyscale prints); "
+        f"JPEG {deg.jpeg[0]}–{deg.jpeg[1]}; back to 128 px bicubic or bilinear; no colour jitter. Outside these "
+        "ranges (faces under ~32 px, blur σ > 3, scratches, torn prints) it was not trained and does little.",
         f"- Seed {config.seed}; steps: teacher {config.teacher_steps}, fine-tune {config.finetune_steps} per pruning "
-        f"step, distillation {config.distil_steps}; batch {config.batch}.",
-        "- Real training time on this machine (2 shared cores, 1 PyTorch thread, load 5–20 from other jobs): "
+        f"step, distillation {config.distil_steps}; batch {config.batch}; loss L1 + 0.3·(1 − SSIM), the student "
+        "adds L1 to the teacher's output and MSE of 1×1-adapted decoder features to the teacher's.",
+        "- Real training time on this machine (2 shared cores, 1 PyTorch thread, load 10–15 from other jobs): "
         + ", ".join(f"{stage} {seconds / 60:.1f} min" for stage, seconds in summary["train_seconds"].items())
-        + " (wall clock from the training log).",
+        + " (wall clock from the training log). No GPU was used.",
         "- In facefuse's restore stage the output keeps the input's colours and tones below 2 px "
-        "(`facefuse.restore.keep_colours`): the colour jitter of the degradation taught the network an average "
-        "colour correction that moved real faces away from their originals; its detail is what is used.",
+        "(`facefuse.restore.keep_colours`): colour is the blend stage's job.",
         "",
         "## Measured (hold-out, PyTorch; `benchmarks/restorer.py` has the ONNX, INT8 and FP16 figures)",
         "",
@@ -44,8 +47,9 @@ def write_card(path: Path, config: RestorerConfig, summary: dict) -> Path:
         json.dumps(summary, indent=2),
         "```",
         "",
-        "Limits: trained for minutes on 1–2 shared CPU cores, on 128 px faces; it sharpens and denoises mild to "
-        "moderate degradation and cannot invent detail a ×8 downsample destroyed. Not for identification.",
+        "Limits: trained for about an hour on one shared CPU core, on 128 px faces; it removes JPEG blocks, noise "
+        "and grain and sharpens mild to moderate blur, and cannot invent detail a 16 px face never had. "
+        "Not for identification.",
     ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path

@@ -19,18 +19,19 @@ class RestorerConfig:
     batch: int = 16
     teacher: UNetConfig = field(default_factory=lambda: UNetConfig(base=24, levels=4))
     teacher_steps: int = 1500
-    lr: float = 2e-3
+    lr: float = 1e-3
     prune_ratio: float = 0.5            # fraction of channels removed from every prunable group, overall
     prune_iterations: int = 2           # pruning steps, with fine-tuning after each
-    finetune_steps: int = 250           # per pruning step (distillation loss, as the final stage)
-    distil_steps: int = 1000
+    prune_round_to: int = 8             # channel counts kept multiples of this: INT8/FP32 kernels work in blocks of 8
+    finetune_steps: int = 80           # per pruning step (L1 + SSIM against ground truth)
+    distil_steps: int = 300
     distil_output_weight: float = 1.0   # λ: L1(student, teacher)
     distil_feature_weight: float = 1.0  # λf: Σ MSE(adapter(student feature), teacher feature)
     grad_checkpoint: bool = False
     max_train_images: int | None = None
     holdout_images: int | None = None
-    threads: int = 2
-    checkpoint_every_s: float = 120.0
+    threads: int = 1
+    checkpoint_every_s: float = 180.0
     progress: bool = True
 
     @property
@@ -40,5 +41,6 @@ class RestorerConfig:
     def quick(self) -> "RestorerConfig":
         """A run that exercises every stage in well under two minutes on two cores."""
         return replace(self, size=64, patch=32, batch=4, teacher=UNetConfig(base=8, levels=3), teacher_steps=30,
+                       prune_round_to=1,
                        finetune_steps=10, distil_steps=20, max_train_images=64, holdout_images=8,
                        checkpoint_every_s=1e9)

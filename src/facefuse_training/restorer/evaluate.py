@@ -13,9 +13,14 @@ from .data import to_tensor
 from .degrade import Degraded
 
 
+def bicubic(small: np.ndarray, size: int) -> np.ndarray:
+    """The baseline the goals are stated against: the degraded face scaled back up, bicubic."""
+    return np.clip(cv2.resize(small, (size, size), interpolation=cv2.INTER_CUBIC), 0, 1)
+
+
 def bicubic_unsharp(small: np.ndarray, size: int, amount: float = 0.6, sigma: float = 1.0) -> np.ndarray:
     """The classical answer: bicubic upscaling, then an unsharp mask."""
-    up = cv2.resize(small, (size, size), interpolation=cv2.INTER_CUBIC)
+    up = bicubic(small, size)
     return np.clip(up + amount * (up - cv2.GaussianBlur(up, (0, 0), sigma)), 0, 1)
 
 
@@ -37,11 +42,13 @@ def psnr_ssim(a: list[np.ndarray], b: list[np.ndarray]) -> dict[str, float]:
 
 
 def holdout_report(pairs: list[Degraded], models: dict[str, nn.Module], teacher: str = "teacher") -> dict:
-    """{"degraded input": {...}, "bicubic + unsharp": {...}, name: {psnr_db, ssim, fidelity_psnr_db, ...}}."""
+    """{"degraded input": {...}, "bicubic": {...}, "bicubic + unsharp": {...},
+    name: {psnr_db, ssim, fidelity_psnr_db, ...}}."""
     gt = [p.gt for p in pairs]
     size = gt[0].shape[0]
     report: dict[str, dict[str, float]] = {
         "degraded input": psnr_ssim([p.lq for p in pairs], gt),
+        "bicubic": psnr_ssim([bicubic(p.small, size) for p in pairs], gt),
         "bicubic + unsharp": psnr_ssim([bicubic_unsharp(p.small, size) for p in pairs], gt),
     }
     outputs = {name: predict(model, [p.lq for p in pairs]) for name, model in models.items()}

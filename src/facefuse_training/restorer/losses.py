@@ -33,7 +33,7 @@ def ssim(a: torch.Tensor, b: torch.Tensor, window: int = 11) -> torch.Tensor:
     return (num / den).mean()
 
 
-def restoration_loss(pred: torch.Tensor, gt: torch.Tensor, ssim_weight: float = 0.2) -> tuple[torch.Tensor, dict]:
+def restoration_loss(pred: torch.Tensor, gt: torch.Tensor, ssim_weight: float = 0.3) -> tuple[torch.Tensor, dict]:
     """L1 + ``ssim_weight``·(1 − SSIM); returns the parts for the log."""
     l1 = (pred - gt).abs().mean()
     s = ssim(pred.clamp(0, 1), gt)

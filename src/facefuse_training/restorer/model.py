@@ -48,6 +48,8 @@ class UNet(nn.Module):
         self.decoders = nn.ModuleList(_block(widths[i + 1] + widths[i], widths[i])
                                       for i in reversed(range(config.levels - 1)))
         self.head = nn.Conv2d(widths[0], 3, 3, padding=1)
+        nn.init.zeros_(self.head.weight)  # start as the identity: the residual grows from "change nothing"
+        nn.init.zeros_(self.head.bias)
 
     def _run(self, block: nn.Module, x: torch.Tensor) -> torch.Tensor:
         if self.grad_checkpoint and self.training:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import cv2
 import numpy as np
 import torch
 
@@ -26,6 +27,7 @@ STAGES = ("teacher", "prune", "distil", "export")
 def run(config: RestorerConfig, until: str = "export", onnx_name: str = "restorer.onnx") -> dict:
     """Run the stages up to and including ``until``; return the summary (also written to ``summary.json``)."""
     limit_threads(config.threads)
+    cv2.setNumThreads(config.threads)  # the degradations' OpenCV calls: no spinning workers on a busy machine
     config.out.mkdir(parents=True, exist_ok=True)
     trained = all((config.out / f"{name}.pt").is_file() for name in ("teacher", "pruned", "pruned_ft", "student"))
     images = np.empty((0, config.size, config.size, 3), np.uint8) if trained else training_images(config)
@@ -35,10 +37,10 @@ def run(config: RestorerConfig, until: str = "export", onnx_name: str = "restore
     pruned = prune_and_finetune(config, teacher, images)
     if until == "prune":
         return {"pruned": str(pruned)}
-    finetune_student(config, pruned, None, images)
     student = finetune_student(config, pruned, teacher, images)
     if until == "distil":
         return {"student": str(student)}
+    finetune_student(config, pruned, None, images)  # the no-teacher ablation (independent: may run in parallel)
     return export_and_report(config, onnx_name)
 
 
@@ -67,7 +69,7 @@ def export_and_report(config: RestorerConfig, onnx_name: str) -> dict:
     worst = 0.0
     # the student ships; the other stages are exported too, for the benchmark's teacher / pruned rows
     for name, file in (("teacher", "teacher.onnx"), ("pruned_ft", "pruned_ft.onnx"), ("student", onnx_name)):
-        exported = export_onnx(models[name], config.out / file, example)
+        exported = export_onnx(models[name], config.out / file, example, multiple=m)
         parity = check_parity(models[name], exported, inputs)
         if not parity.ok(PARITY_TOLERANCE):
             raise AssertionError(f"{file}: ONNX differs from PyTorch by {parity.max_abs_diff:.2e}")

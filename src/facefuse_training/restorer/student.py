@@ -43,11 +43,13 @@ def step_ratio(total: float, iterations: int, k: int) -> float:
     return 1 - after / before
 
 
-def prune_once(model: UNet, ratio: float, example_size: int) -> UNet:
-    """Remove ``ratio`` of the channels of every prunable group, by group L2 magnitude (in place)."""
+def prune_once(model: UNet, ratio: float, example_size: int, round_to: int = 1) -> UNet:
+    """Remove ``ratio`` of the channels of every prunable group, by group L2 magnitude (in place); the channel
+    counts left are multiples of ``round_to``."""
     example = torch.zeros(1, 3, example_size, example_size)
     pruner = tp.pruner.BasePruner(model, example, importance=tp.importance.GroupMagnitudeImportance(p=2),
-                                  pruning_ratio=ratio, ignored_layers=[model.head], iterative_steps=1)
+                                  pruning_ratio=ratio, ignored_layers=[model.head], iterative_steps=1,
+                                  round_to=round_to if round_to > 1 else None)
     pruner.step()
     return model
 
@@ -68,7 +70,8 @@ def prune_and_finetune(config: RestorerConfig, teacher_path: Path, images: np.nd
             model = _load(done)
             continue
         seed_everything(config.seed + k)
-        prune_once(model, step_ratio(config.prune_ratio, config.prune_iterations, k), config.patch)
+        ratio = step_ratio(config.prune_ratio, config.prune_iterations, k)
+        prune_once(model, ratio, config.patch, config.prune_round_to)
         model.grad_checkpoint = config.grad_checkpoint
         draw = sampler(config, images, stream=10 + k)
 
