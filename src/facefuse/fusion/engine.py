@@ -62,6 +62,12 @@ class FusionOptions(Options):
         "auto: restore a source or target face the quality gate finds blurry, small (< 96 px) or heavily "
         "compressed, before fusion; on: every chosen face; off: never. Uses our UTKFace-trained restorer "
         "(non-commercial research licence; skipped with a warning when the deployment disallows such models)")
+    enhance: Literal["off", "auto"] = option(
+        "off", "Enhance soft fused faces",
+        "auto: after blending, when the source face was 1.5× or more smaller than the target face, our "
+        "UTKFace-trained restorer adds fine detail to the fused face (and grain matched to the photo) until its skin "
+        "is as sharp as the photo's; off (default: on small-source pairs it raised skin sharpness but lowered "
+        "identity slightly, see BENCHMARKS.md)")
     crop_size: int = option(
         512, "Crop size", "128–1024 px: side of the aligned face crop the mesh engine renders; work grows with its "
         "square, so the service takes it from its operator, not from requests",

@@ -74,7 +74,7 @@ def default_stages(models: Models, analysis: AnalysisConfig) -> Pipeline:
         Segment(models.segmenter),
         Relight(),
         Blend(),
-        Post(),
+        Post(models.restorer),
         Label(),
         Encode(),
     ])

@@ -22,5 +22,5 @@ class Blend(Stage):
     def __call__(self, record: Record) -> Record:
         assert record.image is not None and record.rendered is not None and record.region is not None
         assert record.lit is not None
-        return replace(record, image=blend_in(record.image, record.rendered, record.region, record.lit,
+        return replace(record, unblended=record.image, image=blend_in(record.image, record.rendered, record.region, record.lit,
                                               record.options))

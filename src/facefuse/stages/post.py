@@ -1,33 +1,43 @@
-"""post: the slot for work on the fused face after it is blended in (e.g. a face enhancer), per face.
+"""post: work on the fused face after it is blended in, per face — here post-fusion enhancement (``enhance=auto``).
 
-Empty by default. To add such work, write a stage like this one (``per_face = True``, a ``name``, a
-``__call__`` that returns the record with a new ``image``) and put it in :func:`facefuse.stages.default_stages`
-(or give it to :meth:`facefuse.pipeline.Fuser.with_stage`): photos, batches, video, live and Ray run it alike.
+A source face much smaller than the target face is rendered as an upsampled blur, and the new skin looks plastic
+beside the photo's sharp hair and ears (FaceFusion's ``face_enhancer`` role): :func:`facefuse.fusion.enhance.
+enhance_fused` lets the trained restorer add the missing fine detail, measured against the photo's own sharpness.
+Off by default, by measurement (BENCHMARKS.md, restorer section: sharper skin, identity a little lower).
+
+Other post-fusion work is another stage like this one (``per_face = True``, a ``name``, a ``__call__`` that returns
+the record with a new ``image``) in :func:`facefuse.stages.default_stages` or given to
+:meth:`facefuse.pipeline.Fuser.with_stage`: photos, batches, video, live and Ray run it alike.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
-import numpy as np
-
+from ..fusion.enhance import EnhanceConfig, enhance_fused
+from ..restore import RESTORER, RestoreStage
 from .base import Stage
 from .record import Record
-
-# (photo, the fused face's record) → the photo with that face improved
-FaceWork = Callable[[np.ndarray, Record], np.ndarray]
 
 
 @dataclass(frozen=True, eq=False)
 class Post(Stage):
     name = "post"
     per_face = True
-    work: FaceWork | None = None  # None: a pass-through that does not run
+    restorer: RestoreStage
+    config: EnhanceConfig = field(default_factory=EnhanceConfig)
 
     def wanted(self, record: Record) -> bool:
-        return self.work is not None
+        return record.options.enhance == "auto" and record.unblended is not None and record.source is not None
 
     def __call__(self, record: Record) -> Record:
-        assert self.work is not None and record.image is not None
-        return replace(record, image=self.work(record.image, record))
+        assert record.image is not None and record.unblended is not None and record.source is not None
+        assert record.face is not None
+        if not self.restorer.store.permits(RESTORER):
+            return record.noted("post-fusion enhancement skipped: the restorer is licensed for non-commercial "
+                                "research only and this deployment sets allow_noncommercial_models=false")
+        source_px = float(max(record.source.face.box[2], record.source.face.box[3]))
+        enhanced = enhance_fused(record.image, record.unblended, record.face.face, source_px, self.restorer.model(),
+                                 self.config)
+        record = replace(record, image=enhanced.image)
+        return record.noted(enhanced.note) if enhanced.note else record

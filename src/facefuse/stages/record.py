@@ -88,6 +88,7 @@ class Record:
     masks: OcclusionMasks | None = None
     region: BlendRegion | None = None  # the changed region's box and crops (relight → blend)
     lit: np.ndarray | None = None  # the new face's pixels relit to the target's colour and light, in that box
+    unblended: np.ndarray | None = None  # the photo before this face was blended in (post compares with it)
     notes: tuple[str, ...] = ()  # warnings for the caller, in the order the stages wrote them
     timings_ms: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
 
@@ -104,7 +105,8 @@ class Record:
 
     def with_face(self, face: TargetFace | None) -> Record:
         """The record the per-face stages see for ``face`` (their fields cleared)."""
-        return replace(self, face=face, aligned=None, rendered=None, masks=None, region=None, lit=None)
+        return replace(self, face=face, aligned=None, rendered=None, masks=None, region=None, lit=None,
+                       unblended=None)
 
     def refuse(self, error: FacefuseError) -> Record:
         """The gate's refusal: raised for photos, kept for detect and video frames (whose faces are then none)."""
