@@ -9,9 +9,11 @@ requests and assertions run against either.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -120,3 +122,16 @@ class LiveRayServer(_Live):
         from ray import serve
 
         serve.delete(self.name)
+
+
+def run_async(coroutine: Any) -> Any:
+    """``asyncio.run`` on a thread of its own: the session's Playwright browser keeps an event loop running on
+    the main thread once a web test has started it."""
+    return in_own_thread(asyncio.run, coroutine)
+
+
+def in_own_thread(call: Any, *args: Any) -> Any:
+    """``call(*args)`` on a thread of its own, for calls that refuse to run where an event loop is running (the
+    session's Playwright browser keeps one on the main thread once a web test has started it)."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(call, *args).result()

@@ -31,9 +31,10 @@ def camera(browser, faces_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
         yield chromium
 
 
-def live_page(camera, server, **kwargs):
-    context, page, problems = open_page(camera, server, viewport={"width": 1280, "height": 900},
-                                        permissions=["camera"], **kwargs)
+def live_page(camera, server, api_errors=(), **kwargs):
+    # the first load, before the key is in the tab's storage, is answered 401 (the page then asks for the key)
+    context, page, problems = open_page(camera, server, api_errors={401, *api_errors},
+                                        viewport={"width": 1280, "height": 900}, permissions=["camera"], **kwargs)
     page.evaluate("key => sessionStorage.setItem('facefuse-api-key', key)", KEY)
     page.reload()
     return context, page, problems

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serve_helpers import LiveServer
+from serve_helpers import LiveServer, run_async
 
 from facefuse.config import StoreConfig
 
@@ -33,7 +33,7 @@ async def _burst(url: str, pair: dict[str, tuple[str, bytes]], count: int) -> li
 def test_fifty_simultaneous_requests_against_a_queue_of_eight(store_config: StoreConfig, pair):
     with LiveServer(store_config, queue_size=QUEUE, max_batch=2, workers=2) as live:
         started = time.monotonic()
-        responses = asyncio.run(_burst(live.url, pair, BURST))
+        responses = run_async(_burst(live.url, pair, BURST))
         elapsed = time.monotonic() - started
         codes = [r.status_code for r in responses]
         ok, refused = codes.count(200), codes.count(429)
@@ -74,7 +74,7 @@ def test_client_that_disconnects_has_its_queued_work_dropped(store_config: Store
             await asyncio.to_thread(_send_and_hang_up, live.url, pair)
             return await busy
 
-        responses = asyncio.run(scenario())
+        responses = run_async(scenario())
         assert [r.status_code for r in responses] == [200] * 4
         for _ in range(100):  # the drop is counted when the worker reaches the abandoned job
             if live.metric("facefuse_dropped_total", reason="disconnected") >= 1:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serve_helpers import LiveServer
+from serve_helpers import LiveServer, run_async
 
 from facefuse.config import StoreConfig
 from facefuse.errors import ErrorCode
@@ -32,13 +32,6 @@ def live(store_config: StoreConfig) -> Iterator[LiveServer]:
     with LiveServer(store_config, header_timeout_s=0.5, upload_timeout_s=1.5, max_uploads=2,
                     max_buffered_mb=1, deadline_ms=4000, api_key=None) as server:
         yield server
-
-
-def run_async(coroutine) -> object:
-    """``asyncio.run`` on a thread of its own: the session's Playwright browser keeps an event loop running on
-    the main thread once a web test has started it."""
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
 
 
 def _connect(server: LiveServer) -> socket.socket:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serve_helpers import LiveRayServer, LiveServer, assert_error, free_port
+from serve_helpers import LiveRayServer, LiveServer, assert_error, free_port, in_own_thread, run_async
 
 from facefuse.config import StoreConfig
 from facefuse.errors import ErrorCode
@@ -147,12 +147,12 @@ def test_two_concurrent_requests_share_one_model_batch(client: httpx.Client, ser
     from ray import serve
 
     analysis = serve.get_deployment_handle("Analysis", app_name=server.name)
-    before = analysis.stats.remote().result()["batch_sizes"]
+    before = in_own_thread(lambda: analysis.stats.remote().result()["batch_sizes"])
     with ThreadPoolExecutor(2) as pool:
         answers = list(pool.map(lambda name: client.post("/v1/detect", files={"image": ("p.jpg", photos[name])}),
                                 ["source", "group"]))
     assert [len(a.json()["faces"]) for a in answers] == [1, 2]  # each request got its own photo's faces back
-    after = analysis.stats.remote().result()["batch_sizes"]
+    after = in_own_thread(lambda: analysis.stats.remote().result()["batch_sizes"])
     assert after.get(2, 0) == before.get(2, 0) + 1  # one FaceMesh batch held both requests' faces
     assert after.get(1, 0) == before.get(1, 0)
 
@@ -168,7 +168,7 @@ def test_tiny_queue_refuses_with_429_and_retry_after(ray_http_port: int, store_c
     # the burst comes from one address: the per-client upload cap is lifted so the queue is what refuses
     with LiveRayServer(store_config, http_port=ray_http_port, name="busy", queue_size=1, max_batch=1,
                        deadline_ms=120_000, max_uploads_per_client=16, **SHARED) as busy:
-        responses = asyncio.run(_burst(busy.url, photos, 16))
+        responses = run_async(_burst(busy.url, photos, 16))
         codes = [r.status_code for r in responses]
         ok, refused = codes.count(200), codes.count(429)
         assert ok + refused == len(codes), sorted(set(codes))

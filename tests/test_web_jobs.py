@@ -27,7 +27,8 @@ def server(store_config: StoreConfig, tmp_path_factory: pytest.TempPathFactory) 
 
 def test_photo_batch_from_the_page(browser, server, faces_dir: Path):
     rec = faces_dir / "face_recognition"
-    context, page, problems = open_page(browser, server, viewport={"width": 1280, "height": 900})
+    # the server asks for a key: the first load of the page is answered 401 until the user gives it
+    context, page, problems = open_page(browser, server, api_errors={401}, viewport={"width": 1280, "height": 900})
     try:
         page.locator("#settings summary").click()  # the server asks for a key: a user types it in the settings
         page.locator("#api-key").fill(KEY)
@@ -76,7 +77,8 @@ def test_page_asks_for_the_api_key_and_the_source(browser, server, faces_dir: Pa
 def test_video_job_plays_in_the_page(browser, server, faces_dir: Path, tmp_path: Path):
     rec = faces_dir / "face_recognition"
     clip = make_clip(tmp_path / "clip.mp4", faces_dir, frames=40, fps=20)
-    context, page, problems = open_page(browser, server, viewport={"width": 1280, "height": 900})
+    # the server asks for a key: the first load of the page is answered 401 until the user gives it
+    context, page, problems = open_page(browser, server, api_errors={401}, viewport={"width": 1280, "height": 900})
     try:
         page.evaluate("key => sessionStorage.setItem('facefuse-api-key', key)", KEY)
         page.reload()  # the page keeps the key for the tab, as after a user typed it once
@@ -109,7 +111,8 @@ def test_video_job_plays_in_the_page(browser, server, faces_dir: Path, tmp_path:
 
 def test_video_start_end_fields_and_warnings_on_the_page(browser, server, faces_dir: Path):
     clip = faces_dir.parent / "video" / "short_hamilton_clip.mp4"  # stage light: the face is lost in some frames
-    context, page, problems = open_page(browser, server, viewport={"width": 1280, "height": 900})
+    # the server asks for a key: the first load of the page is answered 401 until the user gives it
+    context, page, problems = open_page(browser, server, api_errors={401}, viewport={"width": 1280, "height": 900})
     try:
         page.evaluate("key => sessionStorage.setItem('facefuse-api-key', key)", KEY)
         page.reload()
@@ -135,7 +138,8 @@ def test_video_start_end_fields_and_warnings_on_the_page(browser, server, faces_
 
 def test_cancel_from_the_page_stops_the_job(browser, server, faces_dir: Path, tmp_path: Path):
     clip = make_clip(tmp_path / "long.mp4", faces_dir, frames=120, fps=20, audio=False)
-    context, page, problems = open_page(browser, server, viewport={"width": 1280, "height": 900})
+    # the server asks for a key: the first load of the page is answered 401 until the user gives it
+    context, page, problems = open_page(browser, server, api_errors={401}, viewport={"width": 1280, "height": 900})
     try:
         page.evaluate("key => sessionStorage.setItem('facefuse-api-key', key)", KEY)
         page.reload()

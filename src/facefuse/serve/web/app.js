@@ -481,9 +481,16 @@ function buildControls(schema) {
 }
 
 async function loadOptions() {
+  if (state.controls.length) return;  // built once; a later key change finds them there
   try {
-    const response = await fetch("/v1/options", { headers: { Accept: "application/json" } });
+    const response = await fetch("/v1/options", { headers: headers({ Accept: "application/json" }) });
+    if (response.status === 401) {  // the server asks for a key: the options load once the user gives it
+      showError({ code: "UNAUTHORIZED", message: "This server needs an API key",
+                  hint: "enter it under Settings; the fusion options load then" });
+      return;
+    }
     if (!response.ok) throw new Error(String(response.status));
+    clearError();
     buildControls((await response.json()).schema);
   } catch (err) {
     showError({ code: "NETWORK", message: "Could not load the fusion options", hint: "reload the page" });
@@ -494,7 +501,10 @@ function wireControls() {
   $("fuse").addEventListener("click", fuse);
   const key = sessionStorage.getItem("facefuse-api-key");
   if (key) $("api-key").value = key;
-  $("api-key").addEventListener("change", () => sessionStorage.setItem("facefuse-api-key", $("api-key").value));
+  $("api-key").addEventListener("change", () => {
+    sessionStorage.setItem("facefuse-api-key", $("api-key").value);
+    loadOptions();
+  });
 }
 
 wireDrop("source");
