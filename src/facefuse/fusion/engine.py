@@ -10,13 +10,16 @@ photo with several target faces pays for the source once.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol
 
 import numpy as np
 from pydantic import Field
 
 from ..analysis.types import Face
 from ..schema import Options, Scope, option
+
+if TYPE_CHECKING:
+    from .shading import ShapeNormals
 
 
 FaceIndex = Annotated[int, Field(ge=0, le=999)]
@@ -89,7 +92,9 @@ class RenderedFace:
     ``region`` marks every crop pixel that may differ from the original target (default: the mask), and is what
     gets pasted back, so pixels outside it stay byte-identical. ``skin`` (float32, 0–1) marks the bare skin of the
     new geometry (no brows, eyes, lips): where the relight stage reads each photo's shading; engines that know no
-    geometry leave it ``None`` and the relight stage uses the eroded mask.
+    geometry leave it ``None`` and the relight stage uses the eroded mask. ``normals`` (the new face's, the
+    source's and the target's 3-D normals per pixel) lets the relight stage move the light by the faces' shape
+    (:mod:`facefuse.fusion.shading`); without it the target's shading is transferred (:mod:`.relight`).
     """
 
     crop: np.ndarray
@@ -99,6 +104,7 @@ class RenderedFace:
     keep_target: np.ndarray | None = None
     region: np.ndarray | None = None
     skin: np.ndarray | None = None
+    normals: ShapeNormals | None = None
 
 
 class FusionEngine(Protocol):
