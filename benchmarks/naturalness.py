@@ -279,6 +279,43 @@ def lighting_rows(bench: Bench, sets: dict[str, PhotoSet], modes: list[str], peo
     return rows
 
 
+def step_timings(bench: Bench, runs: int = 15) -> list[str]:
+    """ms (wall and CPU, medians of ``runs`` warm fusions of a 720p pair) of the steps issue 17 added, timed by
+    wrapping them where the pipeline calls them, beside the render and blend stages that hold them."""
+    import time
+    from facefuse.fusion import blend, mesh_engine
+
+    spent: dict[str, list[tuple[float, float]]] = {}
+
+    def timed(module, name: str, label: str) -> None:
+        inner = getattr(module, name)
+
+        def wrapper(*args, **kwargs):
+            wall, cpu = time.perf_counter(), time.process_time()
+            out = inner(*args, **kwargs)
+            spent.setdefault(label, []).append((1e3 * (time.perf_counter() - wall), 1e3 * (time.process_time() - cpu)))
+            return out
+        setattr(module, name, wrapper)
+
+    timed(mesh_engine, "normal_maps", "normals (3 maps from the mesh)")
+    timed(blend, "relight_sh", "SH light fit + ratio + residual (relight)")
+    timed(blend, "match_detail", "skin detail matching (paste-back)")
+    source, target = FACES / "face_recognition/biden.jpg", FACES / "face_recognition/obama-720p.jpg"
+    stages: dict[str, list[float]] = {}
+    options = FusionOptions(visible_label=False)
+    for run in range(runs + 1):
+        timings = bench.fuser.fuse(source, target, options).timings_ms
+        if run == 0:  # warm-up
+            spent.clear()
+            continue
+        for stage in ("render", "blend", "total"):
+            stages.setdefault(stage, []).append(timings[stage])
+    rows = [f"| {label} | {median([w for w, _ in v]):.1f} | {median([c for _, c in v]):.1f} |"
+            for label, v in spent.items()]
+    rows += [f"| stage `{stage}` (holds the steps above) | {median(v):.1f} | – |" for stage, v in stages.items()]
+    return rows
+
+
 def paste_occluder(image: np.ndarray, face) -> tuple[np.ndarray, np.ndarray]:
     """The target with a dark glasses frame and a hand-coloured bar across the cheek; and the occluder's mask."""
     mesh = face.landmarks
@@ -413,6 +450,7 @@ def main() -> None:
                         help="only the identity / lighting / smear / sharpness table (no occluder, hair, yaw runs)")
     parser.add_argument("--tag", default="", help="prefix of the contact sheets' names (e.g. before_)")
     parser.add_argument("--section", default="naturalness", help="results section to write")
+    parser.add_argument("--timings", action="store_true", help="also time the issue-17 steps on a 720p pair")
     args = parser.parse_args()
     bench = Bench()
     sets = photo_sets(args.sets.split(","))
@@ -440,6 +478,9 @@ def main() -> None:
         "Contact sheets: `artifacts/worst_{identity,smear,sharpness}_<set>.png` (source | target | output | zone",
         "green, smear red | skin detail target, output).",
     ]
+    if args.timings:
+        lines += ["", "### Speed of the light, shape and detail steps (720p target, warm, medians of 15 runs)", "",
+                  "| step | wall ms | CPU ms |", "|---|---|---|", *step_timings(bench)]
     if not args.identity_only:
         occluder, occluder_sheet = occluder_rows(bench, sets)
         save_sheet("naturalness_occluders", occluder_sheet)

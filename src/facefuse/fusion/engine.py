@@ -68,6 +68,9 @@ class FusionOptions(Options):
         512, "Crop size", "128–1024 px: side of the aligned face crop the mesh engine renders; work grows with its "
         "square, so the service takes it from its operator, not from requests",
         scope=Scope.OPERATOR, ge=128, le=1024)
+    makeup: Literal["target", "source"] = option(
+        "target", "Make-up", "target: the source's lipstick and eye shadow toned to the target's own lips and eyelids "
+        "(make-up is colour, not identity); source: the source's make-up is kept (a make-up try-on)")
     segmentation: Literal["auto", "off"] = option(
         "auto", "Keep what covers the face", "auto: the trained segmenter keeps the target's glasses, fringe and "
         "hands on top and the source's hair out, when the licence setting allows it (else the classic masks, with "

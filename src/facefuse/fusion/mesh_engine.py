@@ -23,6 +23,7 @@ from ..analysis.types import Face
 from ..geometry import align, mesh
 from ..geometry.regions import (FACE_OVAL, IDENTITY_POINTS, LIPS_INNER, LIPS_OUTER, MOUTH_GROUP, face_masks, feather,
                                 polygon_mask, shrink, skin_mask)
+from .albedo import tone_makeup
 from .engine import FusionOptions, RenderedFace, SourceFace
 from .shading import mirrored, normal_maps, vertex_normals
 
@@ -209,6 +210,8 @@ class MeshFusionEngine:
             mirrored = photo_warp(source.payload["image"], source_to_crop, tables[2])
             weight = np.clip(tables[3][0], 0.0, 1.0)
             warped_source = cv2.blendLinear(mirrored, warped_source, weight, 1.0 - weight)
+        if options.makeup == "target":
+            warped_source = tone_makeup(warped_source, warped_target, dest)
 
         # the target's pixels move up to the ring, so the region that may change reaches half way to it
         mask, keep, region = face_masks(dest, size, feature, region_scale=(1 + RING_SCALE) / 2, region_feather=2)

@@ -9,7 +9,7 @@ no warping, only scaling. They decide:
   (``target_keep``, with ``target_photo``: the unreshaped crop those pixels come from);
 - which source pixels are not the source's face (its hair, glasses, a hand) and must not be used (``source_hidden``:
   the target's own skin, relit like the rest, shows there instead of a smear of the source's hair);
-- where each photo's bare skin is, for the relight stage (``target_skin``, ``source_skin``).
+- where each photo's bare skin is (skin and nose), for the relight stage (``target_skin``, ``source_skin``).
 Without the model (licence setting, or ``segmentation="off"``) the classic geometric masks of the engine are used.
 """
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from ..analysis.segmentation import HAIR, OCCLUDER, SEGMENT_SIZE, SKIN, FaceSegmenter
+from ..analysis.segmentation import HAIR, NOSE, OCCLUDER, SEGMENT_SIZE, SKIN, FaceSegmenter
 from ..geometry.align import aligned_crop
 from .engine import RenderedFace
 
@@ -52,8 +52,9 @@ def occlusion_masks(segmenter: FaceSegmenter, rendered: RenderedFace, image: np.
         target_keep=np.maximum(_grown(up(_confident(target[OCCLUDER], 0.35)), size[0]), up(_confident(target[HAIR]))),
         target_photo=photo,
         source_hidden=up(_confident(source[HAIR] + source[OCCLUDER])),
-        target_skin=up(target[SKIN]),
-        source_skin=up(source[SKIN]),
+        # the nose is bare skin too, and its sides say the most about where the light comes from
+        target_skin=up(target[SKIN] + target[NOSE]),
+        source_skin=up(source[SKIN] + source[NOSE]),
     )
 
 
