@@ -269,11 +269,13 @@ def lighting_rows(bench: Bench, sets: dict[str, PhotoSet], modes: list[str], peo
             for index, target in enumerate(photo_set.targets):
                 source_name = names[index % len(names)]
                 bench.fuse(people[source_name][0], target, options, hard, gallery, source_name)
-            rows.append(own.row(f"{set_name}, self-swap, segmentation={mode}"))
-            rows.append(cross.row(f"{set_name}, cross-person, segmentation={mode}"))
+            done = [own.row(f"{set_name}, self-swap, segmentation={mode}"),
+                    cross.row(f"{set_name}, cross-person, segmentation={mode}")]
             if photo_set.targets:
-                rows.append(hard.row(f"{set_name}, hard photos as targets, segmentation={mode}"))
-            rows.append(itself.row(f"{set_name}, same file as source and target, segmentation={mode}"))
+                done.append(hard.row(f"{set_name}, hard photos as targets, segmentation={mode}"))
+            done.append(itself.row(f"{set_name}, same file as source and target, segmentation={mode}"))
+            print("\n".join(done), flush=True)  # as each set ends: a long run shows its figures as it goes
+            rows += done
             if mode == modes[0]:
                 worst_sheets(bench, f"{tag}{set_name}", own.cases + cross.cases + hard.cases + itself.cases)
     return rows

@@ -207,9 +207,9 @@ class MeshFusionEngine:
         warped_target = photo_warp(target_image, to_crop, tables[0])
         warped_source = photo_warp(source.payload["image"], source_to_crop, tables[1])
         if mirror is not None:
-            mirrored = photo_warp(source.payload["image"], source_to_crop, tables[2])
+            mirror_texture = photo_warp(source.payload["image"], source_to_crop, tables[2])
             weight = np.clip(tables[3][0], 0.0, 1.0)
-            warped_source = cv2.blendLinear(mirrored, warped_source, weight, 1.0 - weight)
+            warped_source = cv2.blendLinear(mirror_texture, warped_source, weight, 1.0 - weight)
         if options.makeup == "target":
             warped_source = tone_makeup(warped_source, warped_target, dest)
 
