@@ -448,48 +448,49 @@ def main() -> None:
                         help="comma-separated: face-api-js, knn_examples, att-faces, hard")
     parser.add_argument("--people", type=int, default=0, help="people per set (0: all): a shorter run")
     parser.add_argument("--modes", default="auto,off", help="segmentation modes to measure")
-    parser.add_argument("--identity-only", action="store_true",
-                        help="only the identity / lighting / smear / sharpness table (no occluder, hair, yaw runs)")
+    parser.add_argument("--parts", default="table,timings,occluders,hair,yaw",
+                        help="what to measure: table (identity, lighting, smear, sharpness), timings, occluders, "
+                             "hair, yaw")
     parser.add_argument("--tag", default="", help="prefix of the contact sheets' names (e.g. before_)")
     parser.add_argument("--section", default="naturalness", help="results section to write")
-    parser.add_argument("--timings", action="store_true", help="also time the issue-17 steps on a 720p pair")
+    parser.add_argument("--title", default="Naturalness", help="the section's heading")
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
     bench = Bench()
     sets = photo_sets(args.sets.split(","))
-    lighting = lighting_rows(bench, sets, args.modes.split(","), args.people, args.tag)
+    lighting = lighting_rows(bench, sets, args.modes.split(","), args.people, args.tag) if "table" in parts else []
     lines = [
-        "## Naturalness (`benchmarks/naturalness.py`)",
+        f"## {args.title} (`benchmarks/naturalness.py`)",
         "",
         f"Machine: {machine()} (shared with other work while measured). Engine: mesh, default degrees. "
         f"Run: `{' '.join(sys.argv[1:]) or 'defaults'}`.",
-        "Lighting is scored inside the target's face hull (eroded 5 % of the face width) on low-pass Lab (σ = 8 % of",
-        "the face width) after removing the region's median difference: blotch share = pixels with |ΔL| > 8.",
-        "Identity: top-1 against one reference photo per person (the person's last photo, never fused), by",
-        "MobileFaceNet and by dlib's ResNet descriptor, both independent of the pipeline.",
-        "Smear and sharpness (`facefuse_eval.skin`, issue 17) on the target's bare-skin zone from dlib's 68 points",
-        "(hull + forehead lifted 30 % of the face width, features grown 6 % cut out): smear = low-pass Lab (σ 3 %),",
-        "median removed, ΔE > 12, largest connected patch as a share of the zone; sharpness = variance of the",
-        "Laplacian of L*, output ÷ target. Pose error: |Δ| yaw / pitch / roll by dlib's 68 points + solvePnP.",
-        "",
-        *TABLE_HEAD,
-        *lighting,
-        "",
-        "Goals (issue 17): identity ≥ 95 % (MobileFaceNet) and ≥ 97 % (dlib) at defaults on every set; blotch share",
-        "≤ 1.5 % mean / ≤ 5 % p90; mean |ΔL| ≤ 1.5; largest smear ≤ 1 % on 90 % of pairs, none over 3 %; sharpness",
-        "ratio median 0.8–1.25, p10 ≥ 0.6; pose ≤ 2° mean. face-api-js stills are greyscale, so their chroma is 0.",
-        "Contact sheets: `artifacts/worst_{identity,smear,sharpness}_<set>.png` (source | target | output | zone",
-        "green, smear red | skin detail target, output).",
     ]
-    if args.timings:
+    if "table" in parts:
+        lines += [
+            "Lighting is scored inside the target's face hull (eroded 5 % of the face width) on low-pass Lab (σ = 8 % of",
+            "the face width) after removing the region's median difference: blotch share = pixels with |ΔL| > 8.",
+            "Identity: top-1 against one reference photo per person (the person's last photo, never fused), by",
+            "MobileFaceNet and by dlib's ResNet descriptor, both independent of the pipeline.",
+            "Smear and sharpness (`facefuse_eval.skin`, issue 17) on the target's bare-skin zone from dlib's 68 points",
+            "(hull + forehead lifted 30 % of the face width, features grown 6 % cut out): smear = low-pass Lab (σ 3 %),",
+            "median removed, ΔE > 12, largest connected patch as a share of the zone; sharpness = variance of the",
+            "Laplacian of L*, output ÷ target. Pose error: |Δ| yaw / pitch / roll by dlib's 68 points + solvePnP.",
+            "",
+            *TABLE_HEAD,
+            *lighting,
+            "",
+            "Goals (issue 17): identity ≥ 95 % (MobileFaceNet) and ≥ 97 % (dlib) at defaults on every set; blotch share",
+            "≤ 1.5 % mean / ≤ 5 % p90; mean |ΔL| ≤ 1.5; largest smear ≤ 1 % on 90 % of pairs, none over 3 %; sharpness",
+            "ratio median 0.8–1.25, p10 ≥ 0.6; pose ≤ 2° mean. face-api-js stills are greyscale, so their chroma is 0.",
+            "Contact sheets: `artifacts/worst_{identity,smear,sharpness}_<set>.png` (source | target | output | zone",
+            "green, smear red | skin detail target, output).",
+        ]
+    if "timings" in parts:
         lines += ["", "### Speed of the light, shape and detail steps (720p target, warm, medians of 15 runs)", "",
                   "| step | wall ms | CPU ms |", "|---|---|---|", *step_timings(bench)]
-    if not args.identity_only:
+    if "occluders" in parts:
         occluder, occluder_sheet = occluder_rows(bench, sets)
         save_sheet("naturalness_occluders", occluder_sheet)
-        long_hair = [FACE_API / f"{p}/{p}{i}.png" for p in ("penny", "bernadette", "amy") for i in (1, 2)]
-        targets = [FACE_API / f"{p}/{p}1.png" for p in ("howard", "leonard", "raj", "sheldon")]
-        hair = hair_leak_rows(bench, long_hair, targets)
-        yaw = yaw_rows(bench)
         lines += [
             "",
             "### Occluder preservation (a dark glasses frame and a skin-coloured bar pasted onto the target)",
@@ -499,6 +500,12 @@ def main() -> None:
             *occluder,
             "",
             "Goal: ≥ 35 dB. Contact sheet: `artifacts/naturalness_occluders.png`.",
+        ]
+    if "hair" in parts:
+        long_hair = [FACE_API / f"{p}/{p}{i}.png" for p in ("penny", "bernadette", "amy") for i in (1, 2)]
+        targets = [FACE_API / f"{p}/{p}1.png" for p in ("howard", "leonard", "raj", "sheldon")]
+        hair = hair_leak_rows(bench, long_hair, targets)
+        lines += [
             "",
             "### Hair leak (long-haired sources with a fringe onto short-haired targets)",
             "",
@@ -506,6 +513,8 @@ def main() -> None:
             "|---|---|---|---|",
             *hair,
         ]
+    if "yaw" in parts:
+        yaw = yaw_rows(bench)
         lines += ["", "### Side faces by yaw bin (every face of the colour sets, fused with a frontal partner)", "",
                   "| role of the turned face | |yaw| | fused | blotch share mean | rejected |", "|---|---|---|---|---|",
                   *yaw, "", "Contact sheet: `artifacts/naturalness_yaw.png` (one face per bin: target | output)."]

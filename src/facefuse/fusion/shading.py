@@ -9,8 +9,8 @@ fit: Wen, Liu & Huang 2003; Dale et al. 2011), and the new face's normals are sh
 and under the source's: their ratio moves the light and keeps the source's shape. What SH cannot explain in the
 target (a cast shadow, a hard highlight) is carried as a residual ratio low-passed far broader than a feature.
 
-Everything runs on the engine's coarse grid (1/4 of the crop): light is smooth, and a 9-term fit over a few
-thousand pixels takes well under a millisecond.
+The fit runs on a grid 1/4 as fine as the crop: light is smooth, and a 9-term fit over a few thousand pixels
+takes well under a millisecond.
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ FIT_STEP = 4  # light is fitted on a grid this much coarser than the crop
 
 @dataclass(frozen=True)
 class ShapeNormals:
-    """Unit normals (float32, h×w×3, 0 where no face) at the rendered crop's size, per pixel of the new geometry: ``new`` (the source's shape in the target's pose), ``source`` (the source photo's own surface
-    that each pixel's texture came from) and ``target`` (the target photo's surface under each pixel)."""
+    """Unit normals (float32, h×w×3, 0 where no face) at the rendered crop's size, per pixel of the new geometry:
+    ``new`` (the source's shape in the target's pose), ``source`` (the source photo's own surface that each pixel's
+    texture came from) and ``target`` (the target photo's surface under each pixel)."""
 
     new: np.ndarray
     source: np.ndarray
