@@ -18,6 +18,8 @@ from .relight import skin_shading
 
 MAKEUP_SIGMA_FRACTION = 0.03  # of the face width: colour broader than this is make-up; finer is the lips' texture
 LIP_GROWTH = 0.015  # of the face width
+LOCAL_SKIN_FRACTION = 0.08  # of the face width: the skin a zone's colour is measured against
+SHIFT_LIMIT = 40.0  # 8-bit Lab levels: the most toning may move a pixel
 
 
 def makeup_zones(points: np.ndarray, size: int) -> np.ndarray:
@@ -39,9 +41,12 @@ def makeup_zones(points: np.ndarray, size: int) -> np.ndarray:
     return feather(np.maximum(lips, lids), max(1.0, 0.01 * width))
 
 
-def tone_makeup(face: np.ndarray, target: np.ndarray, points: np.ndarray) -> np.ndarray:
-    """``face`` (uint8 RGB, in the destination geometry ``points``) with the broad Lab of its make-up zones replaced
-    by ``target``'s (the target warped onto the same geometry); the rest is untouched."""
+def tone_makeup(face: np.ndarray, target: np.ndarray, points: np.ndarray, skin: np.ndarray) -> np.ndarray:
+    """``face`` (uint8 RGB, in the destination geometry ``points``) with the broad Lab of its make-up zones set to
+    ``target``'s (the target warped onto the same geometry) *relative to each one's skin nearby* (``skin``: the bare
+    skin mask, averaged at ``LOCAL_SKIN_FRACTION`` of the face width): the colour match that follows moves the skin
+    to the target's and the lips and lids follow it there — toning to the target's absolute colour would shift them
+    twice (cyan lips on a grey photo) — and a side light's shadow on one eyelid is not taken for eye shadow."""
     size = face.shape[0]
     zones = makeup_zones(points, size)
     box = cv2.boundingRect((zones > 0.01).astype(np.uint8))
@@ -50,11 +55,18 @@ def tone_makeup(face: np.ndarray, target: np.ndarray, points: np.ndarray) -> np.
     x, y, w, h = box
     sub = (slice(y, y + h), slice(x, x + w))
     weight = zones[sub]
-    sigma = MAKEUP_SIGMA_FRACTION * float(np.ptp(points[FACE_OVAL, 0]))
+    width = float(np.ptp(points[FACE_OVAL, 0]))
     face_lab = cv2.cvtColor(face[sub], cv2.COLOR_RGB2Lab).astype(np.float32)
     target_lab = cv2.cvtColor(target[sub], cv2.COLOR_RGB2Lab).astype(np.float32)
     inside = (weight > 0.5).astype(np.float32)
-    shift = skin_shading(target_lab, inside, sigma, robust=False) - skin_shading(face_lab, inside, sigma, robust=False)
+    around = skin[sub].astype(np.float32)
+
+    def makeup(lab: np.ndarray) -> np.ndarray:
+        """The zones' broad colour over the skin's around them."""
+        return (skin_shading(lab, inside, MAKEUP_SIGMA_FRACTION * width, robust=False)
+                - skin_shading(lab, around, LOCAL_SKIN_FRACTION * width))
+
+    shift = np.clip(makeup(target_lab) - makeup(face_lab), -SHIFT_LIMIT, SHIFT_LIMIT)
     toned = np.clip(face_lab + shift * weight[..., None] + 0.5, 0, 255).astype(np.uint8)
     out = face.copy()
     out[sub] = cv2.cvtColor(toned, cv2.COLOR_Lab2RGB)

@@ -210,8 +210,9 @@ class MeshFusionEngine:
             mirror_texture = photo_warp(source.payload["image"], source_to_crop, tables[2])
             weight = np.clip(tables[3][0], 0.0, 1.0)
             warped_source = cv2.blendLinear(mirror_texture, warped_source, weight, 1.0 - weight)
+        skin = skin_mask(dest, size)
         if options.makeup == "target":
-            warped_source = tone_makeup(warped_source, warped_target, dest)
+            warped_source = tone_makeup(warped_source, warped_target, dest, skin)
 
         # the target's pixels move up to the ring, so the region that may change reaches half way to it
         mask, keep, region = face_masks(dest, size, feature, region_scale=(1 + RING_SCALE) / 2, region_feather=2)
@@ -223,4 +224,4 @@ class MeshFusionEngine:
             vertex[1] = mirrored(vertex[1], face_axes(source_3d), *mirror)
         normals = normal_maps(ids, dst_all, triangles, vertex, MAP_STEP)
         return RenderedFace(crop=warped_source, target_crop=warped_target, mask=mask, matrix=to_crop,
-                            keep_target=keep, region=region, skin=skin_mask(dest, size), normals=normals)
+                            keep_target=keep, region=region, skin=skin, normals=normals)

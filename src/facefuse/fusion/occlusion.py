@@ -25,6 +25,9 @@ from ..geometry.align import aligned_crop
 from .engine import RenderedFace
 
 
+CORE_HAIR_FLOOR = 0.7  # hair probability from which the target's hair covers the new face's bare skin
+
+
 @dataclass(frozen=True)
 class OcclusionMasks:
     """Soft masks (float32, 0–1) at the rendered crop's size."""
@@ -47,9 +50,16 @@ def occlusion_masks(segmenter: FaceSegmenter, rendered: RenderedFace, image: np.
     def up(plane: np.ndarray) -> np.ndarray:
         return cv2.resize(plane, size, interpolation=cv2.INTER_LINEAR)
 
+    hair = up(_confident(target[HAIR]))
+    if rendered.skin is not None:
+        # on the new face's bare skin (cheeks, forehead, nose: not the brows, not the jaw line where a beard or a
+        # fringe sits) the target's hair stays on top only when the segmenter is sure: it called deep shadow on a
+        # side-lit cheek "hair" and kept the whole shadowed half of the target's face (issue 17, sidelight/04)
+        core = rendered.skin.astype(np.float32)
+        hair = hair * (1.0 - core) + up(_confident(target[HAIR], CORE_HAIR_FLOOR)) * core
     return OcclusionMasks(
         # an occluder is grown (thin frames); hair is not: a grown fringe would take back the source's forehead
-        target_keep=np.maximum(_grown(up(_confident(target[OCCLUDER], 0.35)), size[0]), up(_confident(target[HAIR]))),
+        target_keep=np.maximum(_grown(up(_confident(target[OCCLUDER], 0.35)), size[0]), hair),
         target_photo=photo,
         source_hidden=up(_confident(source[HAIR] + source[OCCLUDER])),
         # the nose is bare skin too, and its sides say the most about where the light comes from
