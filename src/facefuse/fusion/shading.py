@@ -22,7 +22,11 @@ import numpy as np
 
 from ..geometry import mesh
 
-RESIDUAL_SIGMA_FRACTION = 0.15  # of the face width: what SH misses is carried only at scales broader than features
+# of the face width: what SH misses (cast shadows, hard highlights, a fringe's shadow) is carried at scales broader
+# than features. Measured on face-api-js cross pairs (56): 15 % → identity 73.2 % / dlib 62.5 %, blotch 2.21 %,
+# largest smear ≤ 1 % on 32 %; 8 % → 75.0 % / 58.9 %, blotch 1.40 %, 52 %; the old σ 6 % shading transfer (same
+# crop and detail) 73.2 % / 58.9 %, blotch 0.48 %, 46 %
+RESIDUAL_SIGMA_FRACTION = 0.08
 RATIO_LIMITS = (0.4, 2.5)  # the most the shape's light or the residual may darken or brighten a pixel
 SHADE_FLOOR = 0.15  # of the median shading on skin: the darkest a fitted shading may get
 # Tikhonov weights on the SH terms (per pixel, ×mean basis energy): a face sees half a sphere of normals and its
