@@ -281,7 +281,7 @@ def lighting_rows(bench: Bench, sets: dict[str, PhotoSet], modes: list[str], peo
     return rows
 
 
-def step_timings(bench: Bench, runs: int = 15) -> list[str]:
+def step_timings(bench: Bench, runs: int = 10) -> list[str]:
     """ms (wall and CPU, medians of ``runs`` warm fusions of a 720p pair) of the steps issue 17 added, timed by
     wrapping them where the pipeline calls them, beside the render and blend stages that hold them."""
     import time
@@ -299,22 +299,24 @@ def step_timings(bench: Bench, runs: int = 15) -> list[str]:
             return out
         setattr(module, name, wrapper)
 
-    timed(mesh_engine, "normal_maps", "normals (3 maps from the mesh)")
-    timed(blend, "relight_sh", "SH light fit + ratio + residual (relight)")
+    timed(mesh_engine, "normal_maps", "normals, 3 maps from the mesh (light=shape)")
+    timed(blend, "relight_sh", "SH light fit + ratio + residual (light=shape)")
+    timed(blend, "relight", "shading transfer (light=shading, default)")
     timed(blend, "match_detail", "skin detail matching (paste-back)")
+    timed(mesh_engine, "tone_makeup", "make-up toning (makeup=target, default)")
     source, target = FACES / "face_recognition/biden.jpg", FACES / "face_recognition/obama-720p.jpg"
     stages: dict[str, list[float]] = {}
-    options = FusionOptions(visible_label=False)
-    for run in range(runs + 1):
-        timings = bench.fuser.fuse(source, target, options).timings_ms
-        if run == 0:  # warm-up
+    for run in range(2 * runs + 2):  # the two light choices interleaved, one warm-up each
+        light = ("shading", "shape")[run % 2]
+        timings = bench.fuser.fuse(source, target, FusionOptions(visible_label=False, light=light)).timings_ms
+        if run < 2:
             spent.clear()
             continue
         for stage in ("render", "blend", "total"):
-            stages.setdefault(stage, []).append(timings[stage])
+            stages.setdefault(f"{stage}` (light={light}", []).append(timings[stage])
     rows = [f"| {label} | {median([w for w, _ in v]):.1f} | {median([c for _, c in v]):.1f} |"
             for label, v in spent.items()]
-    rows += [f"| stage `{stage}` (holds the steps above) | {median(v):.1f} | – |" for stage, v in stages.items()]
+    rows += [f"| stage `{stage}) | {median(v):.1f} | – |" for stage, v in stages.items()]
     return rows
 
 
@@ -486,7 +488,7 @@ def main() -> None:
             "green, smear red | skin detail target, output).",
         ]
     if "timings" in parts:
-        lines += ["", "### Speed of the light, shape and detail steps (720p target, warm, medians of 15 runs)", "",
+        lines += ["", "### Speed of the light, detail and make-up steps (720p target, warm, medians of 10 runs per light choice)", "",
                   "| step | wall ms | CPU ms |", "|---|---|---|", *step_timings(bench)]
     if "occluders" in parts:
         occluder, occluder_sheet = occluder_rows(bench, sets)

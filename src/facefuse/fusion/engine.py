@@ -68,6 +68,10 @@ class FusionOptions(Options):
         512, "Crop size", "128–1024 px: side of the aligned face crop the mesh engine renders; work grows with its "
         "square, so the service takes it from its operator, not from requests",
         scope=Scope.OPERATOR, ge=128, le=1024)
+    light: Literal["shading", "shape"] = option(
+        "shading", "Light", "shading: the target's own shading moved onto the new face (fewest blotches); shape: the "
+        "target's light fitted on the 3-D face and applied to the source's shape (keeps the source's nose and "
+        "cheekbone shading, fewer streaks on side-lit photos, more blotches; mesh engine)")
     makeup: Literal["target", "source"] = option(
         "target", "Make-up", "target: the source's lipstick and eye shadow toned to the target's own lips and eyelids "
         "(make-up is colour, not identity); source: the source's make-up is kept (a make-up try-on)")

@@ -216,12 +216,14 @@ class MeshFusionEngine:
 
         # the target's pixels move up to the ring, so the region that may change reaches half way to it
         mask, keep, region = face_masks(dest, size, feature, region_scale=(1 + RING_SCALE) / 2, region_feather=2)
-        # the new face's surface: the source's 3-D shape in the target's pose, as far as the degrees move it
-        new_3d = target_3d + feature * (shape_3d - target_3d)
-        face_tris = triangles[np.all(triangles < len(dest), axis=1)]
-        vertex = [vertex_normals(points, face_tris) for points in (new_3d, source_3d, target_3d)]
-        if mirror is not None:
-            vertex[1] = mirrored(vertex[1], face_axes(source_3d), *mirror)
-        normals = normal_maps(ids, dst_all, triangles, vertex, MAP_STEP)
+        normals = None
+        if options.light == "shape":
+            # the new face's surface: the source's 3-D shape in the target's pose, as far as the degrees move it
+            new_3d = target_3d + feature * (shape_3d - target_3d)
+            face_tris = triangles[np.all(triangles < len(dest), axis=1)]
+            vertex = [vertex_normals(points, face_tris) for points in (new_3d, source_3d, target_3d)]
+            if mirror is not None:
+                vertex[1] = mirrored(vertex[1], face_axes(source_3d), *mirror)
+            normals = normal_maps(ids, dst_all, triangles, vertex, MAP_STEP)
         return RenderedFace(crop=warped_source, target_crop=warped_target, mask=mask, matrix=to_crop,
                             keep_target=keep, region=region, skin=skin, normals=normals)

@@ -1,13 +1,19 @@
 """Light from 3-D shape: second-order spherical-harmonics (SH) lighting on the FaceMesh normals — the relight stage
-of the mesh engine.
+of the mesh engine with ``FusionOptions.light = "shape"``.
 
 Why: replacing the source's shading with the target's at a few % of the face width (:func:`relight.relight`) also
 replaces the source's *shape* shading — the nose's side, cheekbones, eye sockets, jaw — so the target's face shape
 came back through it and cost ~13 points of identity (issue 17). Here each photo's light is estimated from its own
-skin and its own 3-D normals (Lambertian skin under distant light, 9 SH coefficients per channel, a least-squares
+skin and its own 3-D normals (Lambertian skin under distant light, 9 SH coefficients on luminance, a least-squares
 fit: Wen, Liu & Huang 2003; Dale et al. 2011), and the new face's normals are shaded under the target's light
 and under the source's: their ratio moves the light and keeps the source's shape. What SH cannot explain in the
-target (a cast shadow, a hard highlight) is carried as a residual ratio low-passed far broader than a feature.
+target (a cast shadow, a hard highlight) is carried as a residual ratio low-passed at 8 % of the face width.
+
+Measured against the default shading transfer (:mod:`.relight`, same crop, detail and masks): on face-api-js cross
+pairs identity 75.0 % against 73.2 % (MobileFaceNet) but 58.9 % both (dlib), blotch 1.40 % against 0.48 %; on
+knn_examples (12 pairs, σ 15 %) 41.7 % / 83.3 % against 50.0 % / 100 %; on self-swaps 3.6 % blotch against 2.1 %:
+FaceMesh's depth differs between two photos of one face, and the ratio of two SH shadings turns that into light.
+It is kept as the choice for side-lit targets, where the shading transfer draws a dark streak beside the nose.
 
 The fit runs on a grid 1/4 as fine as the crop: light is smooth, and a 9-term fit over a few thousand pixels
 takes well under a millisecond.
