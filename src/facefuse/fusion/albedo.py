@@ -20,7 +20,7 @@ from .relight import skin_shading
 MAKEUP_SIGMA_FRACTION = 0.03  # of the face width: colour broader than this is make-up; finer is the lips' texture
 LIP_GROWTH = 0.015  # of the face width
 LOCAL_SKIN_FRACTION = 0.08  # of the face width: the skin a zone's colour is measured against
-SHIFT_LIMIT = 40.0  # 8-bit Lab levels: the most toning may move a pixel
+SHIFT_LIMIT = 40.0  # 8-bit Lab levels: the most toning may move a pixel's colour
 
 
 def makeup_zones(points: np.ndarray, size: int) -> np.ndarray:
@@ -67,7 +67,10 @@ def tone_makeup(face: np.ndarray, target: np.ndarray, points: np.ndarray, skin: 
         return (skin_shading(lab, inside, MAKEUP_SIGMA_FRACTION * width, robust=False)
                 - skin_shading(lab, around, LOCAL_SKIN_FRACTION * width))
 
-    shift = np.clip(makeup(target_lab) - makeup(face_lab), -SHIFT_LIMIT, SHIFT_LIMIT)
+    own, theirs = makeup(face_lab), makeup(target_lab)
+    # make-up is only ever toned down: where the target's zone stands out more than the source's (its own lipstick,
+    # a strand of hair across a lid) the source's colour stays
+    shift = np.clip(np.where(np.abs(theirs) < np.abs(own), theirs, own) - own, -SHIFT_LIMIT, SHIFT_LIMIT)
     shift[..., 0] = 0.0  # colour only: toning the lids' lightness too cost 3.6 points of identity (eye sockets)
     toned = np.clip(face_lab + shift * weight[..., None] + 0.5, 0, 255).astype(np.uint8)
     out = face.copy()

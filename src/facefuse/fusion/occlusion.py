@@ -51,19 +51,22 @@ def occlusion_masks(segmenter: FaceSegmenter, rendered: RenderedFace, image: np.
         return cv2.resize(plane, size, interpolation=cv2.INTER_LINEAR)
 
     hair = up(_confident(target[HAIR]))
+    target_skin = up(target[SKIN] + target[NOSE])  # the nose is bare skin too, and its sides say most about light
     if rendered.skin is not None:
         # on the new face's bare skin (cheeks, forehead, nose: not the brows, not the jaw line where a beard or a
         # fringe sits) the target's hair stays on top only when the segmenter is sure: it called deep shadow on a
-        # side-lit cheek "hair" and kept the whole shadowed half of the target's face (issue 17, sidelight/04)
+        # side-lit cheek "hair" and kept the whole shadowed half of the target's face (issue 17, sidelight/04);
+        # what it is then not sure of counts as the target's skin, so the relight sees that shadow
         core = rendered.skin.astype(np.float32)
-        hair = hair * (1.0 - core) + up(_confident(target[HAIR], CORE_HAIR_FLOOR)) * core
+        sure = up(_confident(target[HAIR], CORE_HAIR_FLOOR))
+        hair = hair * (1.0 - core) + sure * core
+        target_skin = np.minimum(target_skin + up(target[HAIR]) * core * (1.0 - sure), 1.0)
     return OcclusionMasks(
         # an occluder is grown (thin frames); hair is not: a grown fringe would take back the source's forehead
         target_keep=np.maximum(_grown(up(_confident(target[OCCLUDER], 0.35)), size[0]), hair),
         target_photo=photo,
         source_hidden=up(_confident(source[HAIR] + source[OCCLUDER])),
-        # the nose is bare skin too, and its sides say the most about where the light comes from
-        target_skin=up(target[SKIN] + target[NOSE]),
+        target_skin=target_skin,
         source_skin=up(source[SKIN] + source[NOSE]),
     )
 
