@@ -7,8 +7,9 @@ Choices, by measurement (benchmarks/quality.py, seam metric and timings):
 - Blending: a Laplacian-pyramid (multi-band) blend by default; Poisson cloning (cv2.seamlessClone,
   ``blend="poisson"``) is available and compared in BENCHMARKS.md (seam score, identity and time).
 - Sharpening: a small unsharp mask with the difference clipped, so edges gain crispness without halos.
-- Paste-back: only the bounding box of the changed region is resampled at the photo's own resolution, so a 4K
-  photo costs about what a 720p one does and every pixel outside the region is left byte-identical.
+- Paste-back: only the bounding box of the changed region is resampled (bicubic) at the photo's own resolution, so
+  a 4K photo costs about what a 720p one does and every pixel outside the region is left byte-identical; the
+  pasted skin's fine detail is then matched to the photo's (:mod:`.detail`, issue 17).
 """
 
 from __future__ import annotations
