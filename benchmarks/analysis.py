@@ -22,7 +22,7 @@ from facefuse.models import ModelStore
 from facefuse.runtime import Runtime
 
 RESOLUTIONS = ["240p", "480p", "720p", "1080p"]
-STAGES = ["decode", "detect", "landmarks", "quality"]
+STAGES = ["decode", "detect", "landmarks", "gate"]  # the pipeline stages' names
 TARGET = FACES / "face_recognition/obama-720p.jpg"
 
 

@@ -14,7 +14,7 @@ import onnxruntime
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
-import testdata  # tests/testdata.py: the manifest of the files benchmarks and tests read
+import testdata  # noqa: E402  (tests/testdata.py: the manifest of the files benchmarks and tests read)
 
 SHARED = testdata.prepared_root()  # ../shared's layout, holding the files of tests/data_manifest.json
 FACES = SHARED / "faces"

@@ -96,7 +96,7 @@ def main() -> None:
     images, runs = (16, 5) if args.quick else (64, 100)
     with tempfile.TemporaryDirectory(prefix="facefuse-bench-") as tmp:
         home = Path(tmp) / "home"
-        shutil.copytree(StoreConfig().home / "models", home / "models")
+        shutil.copytree(StoreConfig.from_env().home / "models", home / "models")
         for stale in (home / "models").glob("*.int8.onnx*"):
             stale.unlink()
         store_config = StoreConfig(home=home)

@@ -169,7 +169,7 @@ def main() -> None:
     quick = args.quick
     run = args.run
     summary = json.loads((run / "summary.json").read_text())
-    store = StoreConfig()
+    store = StoreConfig.from_env()
     fuser = Fuser(FuserConfig(store=store, runtime=ONE_THREAD))
     work = Path(tempfile.mkdtemp(prefix="restorer-bench-"))
     shipped = fuser.store.ensure(RESTORER)

@@ -116,7 +116,7 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=Path(".cache/segmenter"), help="label cache folder")
     args = parser.parse_args()
 
-    store = ModelStore(StoreConfig())
+    store = ModelStore(StoreConfig.from_env())
     model = args.model or store.ensure(SEGMENTER_MODEL)
     segmenter = FaceSegmenter(Runtime(RuntimeConfig(intra_op_threads=1)).session(model))
     samples = 64 if args.quick else 400

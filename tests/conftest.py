@@ -46,6 +46,19 @@ def faces_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
+def rec(faces_dir: Path) -> Path:
+    """face_recognition's photos (obama, biden, two_people…): the pairs most tests fuse."""
+    return faces_dir / "face_recognition"
+
+
+@pytest.fixture(scope="session")
+def service_photos(faces_dir: Path, rec: Path) -> dict[str, Path]:
+    """The photos the service tests send: a source, a target, a group of two and a photo without a face."""
+    return {"source": rec / "obama.jpg", "target": rec / "biden.jpg", "group": rec / "two_people.jpg",
+            "no_face": faces_dir / "insightface/inspireface/bulk/view.jpg"}
+
+
+@pytest.fixture(scope="session")
 def mirror_dir() -> Path:
     return _require(MODELS_MIRROR)
 

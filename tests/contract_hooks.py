@@ -29,3 +29,14 @@ def before_load_schema(context: Any, raw_schema: dict[str, Any]) -> None:
         photos = [field for field in schema.get("properties", {}).values() if field.get("format") == "byte"]
         for i, field in enumerate(photos):
             field["example"] = BASE64[i % len(BASE64)]
+
+
+@schemathesis.hook
+def filter_case(context: Any, case: Any) -> bool:
+    """Leaves out video jobs whose ``end`` is not after their ``start``: the one rule of the jobs' body a JSON
+    Schema cannot state (it compares two fields); the server answers it with 400 INVALID_OPTION, which
+    tests/test_jobs_video.py checks."""
+    body = case.body if isinstance(case.body, dict) else {}
+    start, end = body.get("start", 0), body.get("end")
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (start, end))
+    return not (numbers and 0 < end <= start)

@@ -16,9 +16,9 @@ import pytest
 from facefuse.analysis.analyzer import FaceAnalyzer
 from facefuse.analysis.detectors import DETECTOR_NAMES, make_detector
 from facefuse_eval.analysis import landmark_nme, load_dlib_annotations, match_faces
-from facefuse.analysis.select import select_faces
+from facefuse.analysis.select import choose_faces
 from facefuse.analysis.types import ImageAnalysis
-from facefuse.config import AnalysisConfig, StoreConfig
+from facefuse.config import AnalysisConfig, QualityConfig, StoreConfig
 from facefuse.errors import ErrorCode, FacefuseError
 from facefuse.imageio import decode_image
 from facefuse.models import ModelStore
@@ -43,7 +43,7 @@ def analyzer(store: ModelStore, runtime: Runtime) -> FaceAnalyzer:
 def analyzer_with(store: ModelStore, runtime: Runtime, **changes) -> FaceAnalyzer:
     quality = changes.pop("quality", {})
     config = AnalysisConfig(**changes)
-    config = dataclasses.replace(config, quality=dataclasses.replace(config.quality, **quality))
+    config = dataclasses.replace(config, quality=QualityConfig(**{**config.quality.model_dump(), **quality}))
     return FaceAnalyzer(store, runtime, config)
 
 
@@ -195,7 +195,7 @@ POSE_FACTS = [
 @pytest.mark.parametrize("relative,angle,sign", POSE_FACTS)
 def test_pose_signs_on_real_photos(faces_dir: Path, analyzer: FaceAnalyzer, relative: str, angle: str,
                                    sign: int) -> None:
-    face = select_faces(analyzer.analyze(photo(faces_dir, relative)), "largest")[0]
+    face = choose_faces(analyzer.analyze(photo(faces_dir, relative)).faces, "largest")[0]
     assert sign * getattr(face.pose, angle) > 8
 
 
@@ -238,21 +238,32 @@ def codes(analysis: ImageAnalysis) -> set[str]:
     return {issue.code for face in analysis.faces for issue in face.issues}
 
 
+def refusal(analysis: ImageAnalysis, choice: str | int = "largest") -> FacefuseError | None:
+    """The pipeline's gate stage's verdict on ``analysis`` as detect gives it (no restoring)."""
+    from facefuse.fusion.engine import FusionOptions
+    from facefuse.stages import Record
+    from facefuse.stages.gate import Gate
+
+    record = Record("image", FusionOptions(target_face=choice, restore="off"), must_fuse=False, analysis=analysis,
+                    image=analysis.image)
+    return Gate(QualityConfig())(record).refusal
+
+
 def test_a_clear_portrait_passes_the_gate(faces_dir: Path, analyzer: FaceAnalyzer) -> None:
     analysis = analyzer.analyze(photo(faces_dir, "face_recognition/obama.jpg"))
     assert [f.accepted for f in analysis.faces] == [True]
     face = analysis.faces[0]
     assert face.landmarks.shape == (468, 3)
     assert face.keypoints.shape == (5, 2)
-    assert set(analysis.timings_ms) >= {"detect", "landmarks", "quality"}
+    assert refusal(analysis) is None
+    assert list(analysis.timings_ms) == ["detect", "landmarks", "gate"]  # the stages' names, outside the pipeline
 
 
 def test_no_face(faces_dir: Path, analyzer: FaceAnalyzer) -> None:
     analysis = analyzer.analyze(photo(faces_dir, "dlib-faces/dogs.jpg"))
-    with pytest.raises(FacefuseError) as caught:
-        select_faces(analysis, "largest")
-    assert caught.value.code is ErrorCode.NO_FACE
-    assert caught.value.hint
+    caught = refusal(analysis)
+    assert caught is not None and caught.code is ErrorCode.NO_FACE
+    assert caught.hint
 
 
 def test_low_confidence(faces_dir: Path, store: ModelStore, runtime: Runtime) -> None:
@@ -288,9 +299,8 @@ def test_too_blurry(faces_dir: Path, analyzer: FaceAnalyzer) -> None:
     blurred = cv2.GaussianBlur(image, (0, 0), 4 * sharp.box[2] / 112)
     analysis = analyzer.analyze(blurred)
     assert "TOO_BLURRY" in codes(analysis)
-    with pytest.raises(FacefuseError) as caught:
-        select_faces(analysis, "largest")
-    assert caught.value.code is ErrorCode.TOO_BLURRY
+    caught = refusal(analysis)
+    assert caught is not None and caught.code is ErrorCode.TOO_BLURRY
 
 
 def test_sharpness_threshold_is_configurable_on_a_real_blurry_photo(faces_dir: Path, store: ModelStore,
@@ -309,11 +319,11 @@ def test_face_choice_left_to_right(faces_dir: Path, analyzer: FaceAnalyzer) -> N
     analysis = analyzer.analyze(photo(faces_dir, "face_recognition/two_people.jpg"))
     assert len(analysis.faces) == 2
     assert analysis.faces[0].box[0] < analysis.faces[1].box[0]
-    assert select_faces(analysis, 1)[0] is analysis.faces[1]
-    assert select_faces(analysis, "largest")[0] is max(analysis.faces, key=lambda f: f.area)
-    assert len(select_faces(analysis, "all")) == 2
+    assert choose_faces(analysis.faces, 1)[0] is analysis.faces[1]
+    assert choose_faces(analysis.faces, "largest")[0] is max(analysis.faces, key=lambda f: f.area)
+    assert len(choose_faces(analysis.faces, "all")) == 2
     with pytest.raises(FacefuseError) as caught:
-        select_faces(analysis, 2)
+        choose_faces(analysis.faces, 2)
     assert caught.value.code is ErrorCode.FACE_INDEX_OUT_OF_RANGE
 
 

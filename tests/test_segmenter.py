@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from facefuse.analysis.segmentation import EYES, FACE_CLASSES, OCCLUDER, SEGMENTER_MODEL, FaceSegmenter
+from facefuse.analysis.segmentation import FACE_CLASSES, OCCLUDER, SEGMENTER_MODEL, FaceSegmenter
 from facefuse.config import RuntimeConfig, StoreConfig
 from facefuse.imageio import decode_image
 from facefuse.models import ModelRegistry, ModelStore, sha256_of

@@ -45,15 +45,8 @@ def client(server: LiveServer) -> Iterator[httpx.Client]:
 
 
 @pytest.fixture(scope="module")
-def photos(faces_dir: Path) -> dict[str, Path]:
-    rec = faces_dir / "face_recognition"
-    paths = {
-        "source": rec / "obama.jpg",
-        "target": rec / "biden.jpg",
-        "group": rec / "two_people.jpg",
-        "no_face": faces_dir / "insightface/inspireface/bulk/view.jpg",
-        "sideways": faces_dir / "insightface/inspireface/rotate/rot_90.jpg",
-    }
+def photos(faces_dir: Path, service_photos: dict[str, Path]) -> dict[str, Path]:
+    paths = {**service_photos, "sideways": faces_dir / "insightface/inspireface/rotate/rot_90.jpg"}
     for path in paths.values():
         assert path.is_file(), path
     return paths

@@ -59,7 +59,7 @@ def test_serve_backend_ray_answers_and_stops_cleanly(store_config: StoreConfig, 
             time.sleep(0.5)
         assert process.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
         ready = httpx.get(url + "/readyz", timeout=10).json()
-        assert ready["backend"] == "ray" and set(ready["deployments"]) == {"FaceAnalysis", "FusionEngine"}
+        assert ready["backend"] == "ray" and set(ready["deployments"]) == {"Analysis", "Fusion"}
         photo = (faces_dir / "face_recognition/obama.jpg").read_bytes()
         found = httpx.post(url + "/v1/detect", files={"image": ("o.jpg", photo)}, timeout=60)
         assert found.status_code == 200 and len(found.json()["faces"]) == 1

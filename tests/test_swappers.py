@@ -58,6 +58,14 @@ C = RNG.normal(size=(512, 512)).astype(np.float32) / 20  # stand-in converter
 EMAP = RNG.normal(size=(512, 512)).astype(np.float32) / 20
 
 
+
+def render(engine, source, image, face, options):
+    """What the align and render stages do with an engine: the crop it asks for, warped once, then its render."""
+    from facefuse.geometry.align import aligned_crop
+
+    matrix, size = engine.crop_matrix(face, options)
+    return engine.render(source, aligned_crop(image, matrix, size), matrix, face, options)
+
 def _save(graph: onnx.GraphProto, path: Path) -> Path:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
@@ -169,7 +177,7 @@ def test_every_pixel_transform_follows_the_contract(name, parts, analysed, store
         np.testing.assert_allclose(prepared.payload["source"], expected_source, rtol=0.02, atol=2e-3)
 
     # target alignment, normalisation, model, de-normalisation
-    rendered = engine.render(prepared, target_image, target_face, FusionOptions(engine=name))
+    rendered = render(engine, prepared, target_image, target_face, FusionOptions(engine=name))
     np.testing.assert_allclose(rendered.matrix, expected_matrix(target_face.keypoints, template, size), atol=1e-3)
     crop = cv2.warpAffine(target_image, rendered.matrix, (size, size), flags=cv2.INTER_LINEAR,
                           borderMode=cv2.BORDER_REFLECT101)
@@ -190,13 +198,13 @@ def test_batch_of_faces_is_one_run_with_the_same_result(parts, analysed, store_c
     source = engine.prepare_source(*[analysed["obama.jpg"][0], analysed["obama.jpg"][1][0]])
     image, faces = analysed["two_people.jpg"]
     assert len(faces) == 2
-    single = [engine.render(source, image, f, FusionOptions()).crop for f in faces]
+    single = [render(engine, source, image, f, FusionOptions()) for f in faces]
     recorder = RecordingSession(engine.session)
     engine.session = recorder
-    batched = engine.render_many(source, image, faces, FusionOptions())
+    batched = engine.swap(source.payload["source"], np.stack([one.target_crop for one in single]))
     assert len(recorder.feeds) == 1 and recorder.feeds[0]["target"].shape[0] == 2
     for one, many in zip(single, batched):
-        assert np.array_equal(one, many.crop)
+        assert np.array_equal(one.crop, many)
 
 
 def test_a_file_with_another_signature_is_refused(parts, store_config):
@@ -309,8 +317,8 @@ def test_half_precision_inputs_are_fed_as_half(parts, analysed, store_config, tm
     engines = [_engine("hyperswap_1a_256", path, parts, store_config) for path in (model, tmp_path / "hyper16.onnx")]
     assert engines[1].dtypes == {"target": np.float16, "source": np.float16}
     image, (face, *_) = analysed["biden.jpg"]
-    crops = [e.render(e.prepare_source(*[analysed["obama.jpg"][0], analysed["obama.jpg"][1][0]]), image, face,
-                      FusionOptions()).crop for e in engines]
+    crops = [render(e, e.prepare_source(*[analysed["obama.jpg"][0], analysed["obama.jpg"][1][0]]), image, face,
+                    FusionOptions()).crop for e in engines]
     assert np.abs(crops[0].astype(int) - crops[1].astype(int)).max() <= 2
 
 
@@ -325,7 +333,7 @@ def test_engine_without_its_identity_models_is_refused(parts, tmp_path):
 
 def test_one_swapper_table_makes_the_registry_entries_and_the_engines():
     """A swapper is one row of facefuse.models.swappers: its registry entry and its engine both come from it."""
-    from facefuse.fusion.engines import ENGINES
+    from facefuse.fusion.engine_table import ENGINES
     from facefuse.models.registry import ModelRegistry, Task
     from facefuse.models.swappers import SWAPPERS
 

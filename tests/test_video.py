@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -84,7 +85,7 @@ def test_frames_without_a_face_pass_through_unchanged(fuser, faces_dir, source, 
 
 
 def test_tracking_keeps_the_person_across_a_cut_and_a_new_person_gets_a_new_id(fuser, frames):
-    tracker = FaceTracker(fuser.analyzer, VideoOptions(every_n=5), fuser.config.analysis.quality, "largest")
+    tracker = FaceTracker(fuser.analyzer, VideoOptions(every_n=5), fuser.gate, True, "largest")
     ids = []
     for i, frame in enumerate(frames):
         faces = tracker.step(frame, i / 15)
@@ -201,6 +202,27 @@ def test_cli_on_the_real_clip_and_on_a_damaged_one(source, tmp_path, store_confi
     assert run.returncode == 3 and run.stderr.startswith("error: CORRUPT_VIDEO") and "Traceback" not in run.stderr
 
 
+def test_cli_progress_bar_has_one_total_and_one_rate(source, tmp_path, store_config):
+    """Section 3 of issue 20: the first update read "47127.01 frame/s", the total jumped 89 → 90 at the end, and a
+    second rate ("x fps") stood beside tqdm's own. 1.02 s at 29.97 fps holds 31 frames (the estimate said 30)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "FACEFUSE_HOME": str(store_config.home),
+           "FACEFUSE_MODEL_MIRROR": str(store_config.mirror)}
+    real = REPO.parent / "shared" / "video" / "short_hamilton_clip.mp4"
+    run = subprocess.run([sys.executable, "-m", "facefuse.cli", "video", "--source", str(source), "--target",
+                          str(real), "--output", str(tmp_path / "out.mp4"), "--end", "1.02"], env=env,
+                         capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr
+    updates = [line for line in re.split(r"[\r\n]", run.stderr) if line.startswith("fusing:")]
+    assert updates, run.stderr
+    counts = [tuple(map(int, re.search(r"(\d+)/(\d+)", line).groups())) for line in updates]
+    assert {total for _, total in counts} == {31}, updates  # one total from the first update to the last
+    assert counts[-1] == (31, 31)
+    for line in updates:
+        assert len(re.findall(r"frame/s|s/frame", line)) == 1 and "fps" not in line, line
+        rate = re.search(r"([\d.]+)frame/s", line)
+        assert rate is None or float(rate.group(1)) < 1000, line  # no rate measured over no time at all
+
+
 def test_tracking_keeps_the_id_through_a_short_occlusion(fuser, faces_dir):
     from video_clips import OBAMA_720P, camera, load
 
@@ -208,8 +230,58 @@ def test_tracking_keeps_the_id_through_a_short_occlusion(fuser, faces_dir):
     frames = [camera(photo, (640, 360), i / 14, OBAMA_720P, pan=0.1) for i in range(15)]
     for frame in frames[5:9]:  # a hand (a flat grey card) over the face for four frames
         frame[90:270, 250:390] = 128
-    tracker = FaceTracker(fuser.analyzer, VideoOptions(every_n=3), fuser.config.analysis.quality, "largest")
+    tracker = FaceTracker(fuser.analyzer, VideoOptions(every_n=3), fuser.gate, True, "largest")
     ids = [sorted(f.track_id for f in tracker.step(frame, i / 15)) for i, frame in enumerate(frames)]
     assert ids[0] == [0] and ids[-1] == [0], ids
     assert all(i == [] for i in ids[5:9])  # really lost while covered, then found again as the same track
     assert tracker.next_id == 1  # no second person was ever started
+
+
+def test_the_locked_person_is_found_again_after_a_cut_by_appearance_and_nobody_else_is_fused(fuser):
+    """The Hamilton clip: the performer in shots 0–2 (by eye: the same dark suit), the audience in shot 3. The lock
+    follows him into shot 2 by the colours below his face, and no one in the audience takes the source."""
+    from facefuse.video.io import read_frames
+
+    real = REPO.parent / "shared" / "video" / "short_hamilton_clip.mp4"
+    if not real.exists():
+        pytest.fail(f"test data missing: {real}", pytrace=False)
+    tracker = FaceTracker(fuser.analyzer, VideoOptions(), fuser.gate, False, "largest")
+    fused: dict[int, set[int]] = {}
+    for decoded in read_frames(real, None, None, None, threading.Event()):
+        for face in tracker.chosen(tracker.step(decoded.image, float(decoded.frame.time))):
+            fused.setdefault(tracker.scene_cuts, set()).add(face.track_id)
+    assert tracker.scene_cuts == 3 and tracker.reidentified >= 1 and tracker.relocks == 0
+    assert fused.get(0) and fused.get(2) and 3 not in fused, fused
+    restored = FaceTracker(fuser.analyzer, VideoOptions(), fuser.gate, False, "largest")
+    restored.restore(json.loads(json.dumps(tracker.state())))  # the checkpoint keeps what the person wears
+    assert restored.person.known and np.allclose(restored.person.reference, tracker.person.reference)
+
+
+def test_colour_turns_fold_frames_in_order_whatever_thread_comes_first():
+    """Frames fused on several threads: the running colour average is the one frame order gives, and a turn given
+    up unused (a frame that matched no colours) does not block the frames after it."""
+    from facefuse.video.smoothing import LutAverage
+
+    tables = [np.full((256, 3), float(v)) for v in (10, 50, 90, 130, 170)]
+    expected = LutAverage(0.5)
+    in_order = [expected.turn()(t).copy() for t in tables]
+    average = LutAverage(0.5)
+    turns = [average.turn() for _ in tables]
+    results: dict[int, np.ndarray] = {}
+
+    def fold(i: int) -> None:
+        if i == 2:
+            turns[i].close()
+        else:
+            results[i] = turns[i](tables[i]).copy()
+
+    threads = [threading.Thread(target=fold, args=(i,)) for i in reversed(range(len(tables)))]  # latest first
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert not any(thread.is_alive() for thread in threads)
+    skipped = LutAverage(0.5)
+    reference = [skipped.turn()(t).copy() if i != 2 else None for i, t in enumerate(tables)]
+    assert all(np.allclose(results[i], reference[i]) for i in results) and len(results) == 4
+    assert np.allclose(in_order[1], 30.0) and not np.allclose(reference[3], in_order[3])

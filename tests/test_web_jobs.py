@@ -57,7 +57,8 @@ def test_photo_batch_from_the_page(browser, server, faces_dir: Path):
 
 def test_page_asks_for_the_api_key_and_the_source(browser, server, faces_dir: Path):
     rec = faces_dir / "face_recognition"
-    context, page, problems = open_page(browser, server, viewport={"width": 390, "height": 844}, is_mobile=True)
+    context, page, problems = open_page(browser, server, api_errors={401}, viewport={"width": 390, "height": 844},
+                                        is_mobile=True)
     try:
         page.set_input_files("#source-file", str(rec / "obama.jpg"))
         page.set_input_files("#jobs-files", str(rec / "biden.jpg"))
@@ -101,6 +102,32 @@ def test_video_job_plays_in_the_page(browser, server, faces_dir: Path, tmp_path:
         page.evaluate("() => document.getElementById('jobs-video').play()")
         page.wait_for_function("() => document.getElementById('jobs-video').currentTime > 0.3")  # it plays
         page.locator("#jobs").screenshot(path=str(ARTIFACTS / "web-jobs-video.png"))
+        assert problems == []
+    finally:
+        context.close()
+
+
+def test_video_start_end_fields_and_warnings_on_the_page(browser, server, faces_dir: Path):
+    clip = faces_dir.parent / "video" / "short_hamilton_clip.mp4"  # stage light: the face is lost in some frames
+    context, page, problems = open_page(browser, server, viewport={"width": 1280, "height": 900})
+    try:
+        page.evaluate("key => sessionStorage.setItem('facefuse-api-key', key)", KEY)
+        page.reload()
+        page.set_input_files("#source-file", str(faces_dir / "face_recognition/obama.jpg"))
+        page.set_input_files("#jobs-files", str(faces_dir / "face_recognition/biden.jpg"))
+        assert not page.locator("#jobs-range").is_visible()  # start and end are for a video only
+        page.set_input_files("#jobs-files", str(clip))
+        page.locator("#jobs-start-s").fill("0.5")
+        page.locator("#jobs-end-s").fill("2")
+        page.locator("#jobs-start").click()
+        page.locator("#jobs-video").wait_for(state="visible", timeout=180_000)
+        page.wait_for_function("() => document.getElementById('jobs-video').readyState >= 1")
+        duration = page.evaluate("() => document.getElementById('jobs-video').duration")
+        assert 1.3 <= duration <= 1.7  # 0.5 s to 2 s of the clip
+        warnings = page.locator("#jobs-warnings li").all_inner_texts()
+        assert any(re.fullmatch(r"\d+ of \d+ frames had no usable chosen face and were left as they are\.", w)
+                   for w in warnings), warnings
+        page.locator("#jobs").screenshot(path=str(ARTIFACTS / "web-jobs-video-warnings.png"))
         assert problems == []
     finally:
         context.close()

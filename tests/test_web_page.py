@@ -7,7 +7,8 @@ to look at; the assertions check what a user would see.
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
+import re
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import pytest
@@ -26,20 +27,36 @@ def server(store_config: StoreConfig) -> Iterator[LiveServer]:
 
 
 @pytest.fixture(scope="module")
-def photos(faces_dir: Path) -> dict[str, str]:
-    rec = faces_dir / "face_recognition"
-    return {"source": str(rec / "obama.jpg"), "target": str(rec / "biden.jpg"),
-            "group": str(rec / "two_people.jpg"),
-            "no_face": str(faces_dir / "insightface/inspireface/bulk/view.jpg")}
+def photos(service_photos: dict[str, Path]) -> dict[str, str]:
+    return {name: str(path) for name, path in service_photos.items()}
 
 
-def open_page(browser, server: LiveServer, **context_options):
+def open_page(browser, server: LiveServer, api_errors: Collection[int] = (), **context_options):
+    """A page of the service in a new browser context, and the list of problems seen on it: requests leaving the
+    server, script errors, and every console error. ``api_errors`` are the HTTP statuses of ``/v1/`` answers the
+    test provokes on purpose (no face: 422, no key: 401); Chromium logs each such answer as a console error, and
+    only those lines are not problems."""
     context = browser.new_context(**context_options)
     page = context.new_page()
     page.set_default_timeout(TIMEOUT_MS)
-    problems: list[str] = []  # requests leaving the server, and script errors
+    problems: list[str] = []
+
+    def console(message) -> None:
+        if message.type != "error":
+            return
+        url = message.location.get("url", "")
+        # a fetch answered with an error status, or a WebSocket handshake refused with one (its URL is in the text)
+        status = re.search(r"(?:the server responded with a status of|Unexpected response code:) (\d{3})",
+                           message.text)
+        socket = re.search(r"WebSocket connection to '(ws://[^']+)'", message.text)
+        called = socket.group(1).replace("ws://", "http://", 1) if socket else url
+        if status and called.startswith(server.url + "/v1/") and int(status.group(1)) in api_errors:
+            return
+        problems.append(f"console error: {message.text} ({url})")
+
     page.on("request", lambda r: None if r.url.startswith((server.url, "blob:", "data:")) else problems.append(r.url))
     page.on("pageerror", lambda error: problems.append(f"script error: {error}"))
+    page.on("console", console)
     page.goto(server.url + "/")
     return context, page, problems
 
@@ -57,7 +74,7 @@ def wait_for_new_result(page, previous: str) -> str:
 
 def test_fuse_on_desktop_then_slider_then_no_face_hint(browser, server, photos):
     ARTIFACTS.mkdir(exist_ok=True)
-    context, page, problems = open_page(browser, server, viewport={"width": 1280, "height": 900})
+    context, page, problems = open_page(browser, server, api_errors={422}, viewport={"width": 1280, "height": 900})
     try:
         assert "consent" in page.locator("#consent-notice").inner_text().lower()
         assert page.locator("#visible-label").is_checked()
@@ -128,8 +145,8 @@ def test_face_picker_for_a_group_photo_dropped_on_the_page(browser, server, phot
 
 def test_readable_on_a_phone(browser, server, photos):
     ARTIFACTS.mkdir(exist_ok=True)
-    context, page, problems = open_page(browser, server, viewport={"width": 390, "height": 844}, device_scale_factor=2,
-                                 is_mobile=True, has_touch=True)
+    context, page, problems = open_page(browser, server, api_errors={422}, viewport={"width": 390, "height": 844},
+                                        device_scale_factor=2, is_mobile=True, has_touch=True)
     try:
         page.set_input_files("#source-file", photos["source"])
         page.set_input_files("#target-file", photos["target"])
@@ -174,5 +191,58 @@ def test_api_docs_render_offline(browser, server):
         page.locator(".swagger-ui .info .title", has_text="facefuse").wait_for()
         page.locator("#operations-fusion-fuse").wait_for()
         assert problems == []  # Swagger UI's scripts come from this server, not a CDN
+    finally:
+        context.close()
+
+
+def test_result_full_size_with_zoom_and_before_after(browser, server, photos):
+    context, page, problems = open_page(browser, server, viewport={"width": 1280, "height": 900})
+    try:
+        assert "jpg" not in page.locator("#output-format option").all_inner_texts()  # one spelling of JPEG
+        assert "jpeg" in page.locator("#output-format option").all_inner_texts()
+        page.set_input_files("#source-file", photos["source"])
+        page.set_input_files("#target-file", photos["target"])
+        wait_for_new_result(page, "")
+        page.locator("#view-full").wait_for(state="visible")
+        page.locator("#result").click()
+        page.locator("#viewer[open]").wait_for()
+        assert page.locator("#viewer-after").get_attribute("src") == result_src(page)
+        assert page.locator("#viewer-before").get_attribute("src") == page.locator("#target-preview").get_attribute("src")
+        page.select_option("#viewer-zoom", "1")  # 100 %: the result's own pixels, scrollable
+        width = page.evaluate("() => document.getElementById('viewer-after').getBoundingClientRect().width")
+        assert abs(width - 970) < 2  # biden.jpg is 970 px wide
+        assert page.evaluate("() => document.getElementById('viewer-stage').scrollHeight") > 2000
+        page.select_option("#viewer-zoom", "2")
+        width = page.evaluate("() => document.getElementById('viewer-after').getBoundingClientRect().width")
+        assert abs(width - 1940) < 2
+        page.select_option("#viewer-zoom", "fit")
+        page.locator("#viewer-compare").fill("30")  # the left 30 % shows the result, the rest the target photo
+        clip = page.evaluate("() => document.getElementById('viewer-after').style.clipPath")
+        assert clip == "inset(0px 70% 0px 0px)"
+        page.screenshot(path=str(ARTIFACTS / "web-viewer-before-after.png"))
+        page.locator("#viewer-close").click()
+        assert not page.locator("#viewer").is_visible()
+        assert page.request.get(server.url + "/favicon.ico").headers["content-type"] == "image/x-icon"
+        assert problems == []
+    finally:
+        context.close()
+
+
+def test_a_file_that_is_no_photo_gets_words_not_a_broken_image(browser, server, tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a photo\n")
+    tiff_like = tmp_path / "scan.jpg"
+    tiff_like.write_bytes(b"\xff\xd8\xff\xe0" + b"\x00" * 64)  # claims to be a JPEG, cannot be shown
+    context, page, problems = open_page(browser, server, api_errors={400, 415}, viewport={"width": 1280, "height": 900})
+    try:
+        for path in (notes, tiff_like):
+            page.set_input_files("#source-file", str(path))
+            page.locator("#source-verdict.bad").wait_for()
+            assert not page.locator("#source-preview").is_visible()  # no broken-image icon, no overlapping alt text
+            page.wait_for_function("name => document.querySelector('#source-drop .placeholder').textContent"
+                                   ".startsWith('No preview of ' + name)", arg=path.name)
+            assert page.locator("#source-drop .placeholder").is_visible()
+        page.screenshot(path=str(ARTIFACTS / "web-not-a-photo.png"))
+        assert problems == []
     finally:
         context.close()

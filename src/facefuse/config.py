@@ -60,12 +60,21 @@ class StoreConfig:
     classic method or are refused, so a commercial deployment cannot use such weights by accident.
     """
 
-    home: Path = field(default_factory=default_home)
-    mirror: Path | None = field(default_factory=default_mirror)
-    offline: bool = field(default_factory=lambda: os.environ.get("FACEFUSE_OFFLINE", "") not in ("", "0"))
+    home: Path = field(default_factory=lambda: Path(user_cache_dir("facefuse")))
+    mirror: Path | None = None
+    offline: bool = False
     download_timeout_s: float = 60.0
-    allow_noncommercial_models: bool = field(
-        default_factory=lambda: os.environ.get("FACEFUSE_ALLOW_NONCOMMERCIAL_MODELS", "1").lower() not in ("0", "false", "no"))
+    allow_noncommercial_models: bool = True
+
+    @classmethod
+    def from_env(cls) -> StoreConfig:
+        """The configuration the shells start from (the CLI, the service, ``Fuser()`` without a config):
+        ``FACEFUSE_HOME``, ``FACEFUSE_MODEL_MIRROR``, ``FACEFUSE_OFFLINE``, ``FACEFUSE_ALLOW_NONCOMMERCIAL_MODELS``.
+        Read here, when asked, never in a default: ``StoreConfig()`` is the same on every machine."""
+        env = os.environ
+        return cls(home=default_home(), mirror=default_mirror(), offline=env.get("FACEFUSE_OFFLINE", "") not in ("", "0"),
+                   allow_noncommercial_models=env.get("FACEFUSE_ALLOW_NONCOMMERCIAL_MODELS", "1").lower()
+                   not in ("0", "false", "no"))
 
 
 class GpuOptions(Options):
@@ -104,25 +113,35 @@ class RuntimeConfig:
     batch_max: int = 8
 
 
-@dataclass(frozen=True)
-class ImageLimits:
-    """Checked from the header, before any pixel is decoded (decompression bombs)."""
+class ImageLimits(Options):
+    """Checked from the header, before any pixel is decoded (decompression bombs): the decode stage's limits.
 
-    max_bytes: int = 20 * 1024 * 1024
-    max_pixels: int = 40_000_000
-    min_side: int = 16
+    Flags of every command that reads photos (``--max-bytes``, ``--max-pixels``, ``--min-side``); the service sets
+    them from its own upload limits (``max_image_mb``, ``max_pixels``)."""
+
+    max_bytes: int = option(20 * 1024 * 1024, "Largest file", "largest photo file in bytes", scope=Scope.OPERATOR,
+                            ge=1)
+    max_pixels: int = option(40_000_000, "Most pixels", "most pixels a photo may decode to", scope=Scope.OPERATOR,
+                             ge=1)
+    min_side: int = option(16, "Smallest side", "shortest side in pixels a photo may have", scope=Scope.OPERATOR,
+                           ge=1)
 
 
-@dataclass(frozen=True)
-class QualityConfig:
-    """Thresholds of the quality gate; every one is a public knob."""
+class QualityConfig(Options):
+    """Thresholds of the quality gate (the gate stage, :mod:`facefuse.stages.gate`): flags of every command that
+    analyses photos and ``facefuse serve`` settings (``FACEFUSE_MIN_SCORE``…), derived from these fields."""
 
-    min_score: float = 0.7
-    min_face_px: int = 40
-    max_yaw: float = 60.0  # side faces up to 60° are fused (the hidden side filled from the visible one)
-    warn_yaw: float = 45.0  # beyond this a fusion succeeds with a warning in `warnings`
-    max_pitch: float = 30.0
-    min_sharpness: float = 12.0
+    min_score: float = option(0.7, "Lowest confidence", "lowest detection confidence", scope=Scope.OPERATOR,
+                              ge=0, le=1)
+    min_face_px: int = option(40, "Smallest face", "smallest face side in pixels", scope=Scope.OPERATOR,
+                              flag="--min-face", ge=1)
+    # side faces up to 60° are fused (the hidden side filled from the visible one)
+    max_yaw: float = option(60.0, "Largest yaw", "largest |yaw| in degrees", scope=Scope.OPERATOR, ge=0, le=180)
+    warn_yaw: float = option(45.0, "Warn from yaw", "|yaw| beyond which a fusion succeeds with a warning (its hidden "
+                             "side is filled)", scope=Scope.OPERATOR, ge=0, le=180)
+    max_pitch: float = option(30.0, "Largest pitch", "largest |pitch| in degrees", scope=Scope.OPERATOR, ge=0, le=180)
+    min_sharpness: float = option(12.0, "Least sharpness", "lowest Laplacian variance of the aligned face",
+                                  scope=Scope.OPERATOR, ge=0)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""One error type with stable codes, and the one table that maps each code to a CLI exit code and an HTTP status.
+"""One error type with stable codes, and the one table of every attribute of each code: CLI exit code, HTTP status,
+whether a retry may succeed, whether its message stays on the server, whether the connection is closed.
 
 Callers (apps, the CLI, the web page) branch on ``code``, never on message text, so codes never change meaning.
 The CLI and the HTTP service only translate through :data:`ERROR_TABLE`; neither keeps a mapping of its own.
@@ -55,44 +56,56 @@ class ErrorCode(str, Enum):
 
 
 @dataclass(frozen=True)
-class ErrorMapping:
+class ErrorKind:
+    """Every attribute of an error code, the one place each is stated (the CLI, the HTTP service, OpenAPI and the
+    clients read them from here).
+
+    ``retryable``: the same request may succeed later unchanged (busy, loading, slow upload, disk full).
+    ``server_side``: the message may carry server paths or tool output, so clients get the code and a generic
+    message while the log keeps the rest. ``closes_connection``: answered before (or while refusing) the body,
+    so the connection is closed rather than the rest of the upload read and thrown away.
+    """
+
     exit_code: int
     http_status: int
+    retryable: bool = False
+    server_side: bool = False
+    closes_connection: bool = False
 
 
-# exit codes: 0 ok, 2 usage, 3 input rejected, 4 model missing/unusable, 5 service-side, 1 internal
-ERROR_TABLE: dict[ErrorCode, ErrorMapping] = {
-    ErrorCode.BAD_REQUEST: ErrorMapping(2, 400),
-    ErrorCode.INVALID_OPTION: ErrorMapping(2, 400),
-    ErrorCode.UNAUTHORIZED: ErrorMapping(2, 401),
-    ErrorCode.NOT_FOUND: ErrorMapping(2, 404),
-    ErrorCode.METHOD_NOT_ALLOWED: ErrorMapping(2, 405),
-    ErrorCode.IMAGE_TOO_LARGE: ErrorMapping(3, 413),
-    ErrorCode.IMAGE_TOO_SMALL: ErrorMapping(3, 422),
-    ErrorCode.UNSUPPORTED_IMAGE: ErrorMapping(3, 415),
-    ErrorCode.CORRUPT_IMAGE: ErrorMapping(3, 400),
-    ErrorCode.UNSUPPORTED_VIDEO: ErrorMapping(3, 415),
-    ErrorCode.CORRUPT_VIDEO: ErrorMapping(3, 400),
-    ErrorCode.NO_FACE: ErrorMapping(3, 422),
-    ErrorCode.FACE_TOO_SMALL: ErrorMapping(3, 422),
-    ErrorCode.POSE_TOO_LARGE: ErrorMapping(3, 422),
-    ErrorCode.LOW_CONFIDENCE: ErrorMapping(3, 422),
-    ErrorCode.TOO_BLURRY: ErrorMapping(3, 422),
-    ErrorCode.FACE_INDEX_OUT_OF_RANGE: ErrorMapping(3, 422),
-    ErrorCode.MODEL_MISSING: ErrorMapping(4, 503),
-    ErrorCode.MODEL_CORRUPT: ErrorMapping(4, 503),
-    ErrorCode.MODEL_MISMATCH: ErrorMapping(4, 422),
-    ErrorCode.QUEUE_FULL: ErrorMapping(5, 429),
-    ErrorCode.UPLOAD_TIMEOUT: ErrorMapping(5, 408),
-    ErrorCode.NOT_READY: ErrorMapping(5, 503),
-    ErrorCode.DEADLINE_EXCEEDED: ErrorMapping(5, 504),
-    ErrorCode.CANCELLED: ErrorMapping(130, 499),  # the caller stopped the work (as Ctrl-C; nginx's 499)
-    ErrorCode.INTERNAL: ErrorMapping(1, 500),
-    ErrorCode.JOB_NOT_DONE: ErrorMapping(5, 409),
-    ErrorCode.JOB_EXPIRED: ErrorMapping(5, 410),
-    ErrorCode.JOB_TOO_LARGE: ErrorMapping(3, 413),
-    ErrorCode.BAD_ARCHIVE: ErrorMapping(3, 400),
-    ErrorCode.STORAGE_FULL: ErrorMapping(5, 507),
+# exit codes: 0 ok, 2 usage, 3 input rejected, 4 model missing/unusable, 5 service-side, 1 internal, 130 cancelled
+ERROR_TABLE: dict[ErrorCode, ErrorKind] = {
+    ErrorCode.BAD_REQUEST: ErrorKind(2, 400),
+    ErrorCode.INVALID_OPTION: ErrorKind(2, 400),
+    ErrorCode.UNAUTHORIZED: ErrorKind(2, 401, closes_connection=True),
+    ErrorCode.NOT_FOUND: ErrorKind(2, 404),
+    ErrorCode.METHOD_NOT_ALLOWED: ErrorKind(2, 405),
+    ErrorCode.IMAGE_TOO_LARGE: ErrorKind(3, 413, closes_connection=True),
+    ErrorCode.IMAGE_TOO_SMALL: ErrorKind(3, 422),
+    ErrorCode.UNSUPPORTED_IMAGE: ErrorKind(3, 415),
+    ErrorCode.CORRUPT_IMAGE: ErrorKind(3, 400),
+    ErrorCode.UNSUPPORTED_VIDEO: ErrorKind(3, 415),
+    ErrorCode.CORRUPT_VIDEO: ErrorKind(3, 400),
+    ErrorCode.NO_FACE: ErrorKind(3, 422),
+    ErrorCode.FACE_TOO_SMALL: ErrorKind(3, 422),
+    ErrorCode.POSE_TOO_LARGE: ErrorKind(3, 422),
+    ErrorCode.LOW_CONFIDENCE: ErrorKind(3, 422),
+    ErrorCode.TOO_BLURRY: ErrorKind(3, 422),
+    ErrorCode.FACE_INDEX_OUT_OF_RANGE: ErrorKind(3, 422),
+    ErrorCode.MODEL_MISSING: ErrorKind(4, 503, server_side=True),
+    ErrorCode.MODEL_CORRUPT: ErrorKind(4, 503, server_side=True),
+    ErrorCode.MODEL_MISMATCH: ErrorKind(4, 422, server_side=True),
+    ErrorCode.QUEUE_FULL: ErrorKind(5, 429, retryable=True),
+    ErrorCode.UPLOAD_TIMEOUT: ErrorKind(5, 408, retryable=True, closes_connection=True),
+    ErrorCode.NOT_READY: ErrorKind(5, 503, retryable=True),
+    ErrorCode.DEADLINE_EXCEEDED: ErrorKind(5, 504, retryable=True),
+    ErrorCode.CANCELLED: ErrorKind(130, 499),  # the caller stopped the work (as Ctrl-C; nginx's 499)
+    ErrorCode.INTERNAL: ErrorKind(1, 500, server_side=True),
+    ErrorCode.JOB_NOT_DONE: ErrorKind(5, 409, retryable=True),
+    ErrorCode.JOB_EXPIRED: ErrorKind(5, 410),
+    ErrorCode.JOB_TOO_LARGE: ErrorKind(3, 413),
+    ErrorCode.BAD_ARCHIVE: ErrorKind(3, 400),
+    ErrorCode.STORAGE_FULL: ErrorKind(5, 507, retryable=True),
 }
 
 
@@ -118,6 +131,10 @@ class FacefuseError(Exception):
     @property
     def http_status(self) -> int:
         return ERROR_TABLE[self.code].http_status
+
+    @property
+    def kind(self) -> ErrorKind:
+        return ERROR_TABLE[self.code]
 
     def to_dict(self) -> dict[str, Any]:
         return {"code": self.code.value, "message": self.message, "hint": self.hint, "details": self.details}

@@ -27,6 +27,8 @@ SUPPORTED_FORMATS = {"JPEG", "PNG", "WEBP", "BMP", "TIFF", "PPM"}  # PPM covers 
 # file names of those formats, for commands that read a folder of photos
 PHOTO_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".pgm", ".ppm", ".pbm"})
 _FAST_FORMATS = {"JPEG", "PNG", "WEBP", "BMP"}
+# MPO (what many phones and stereo cameras write) is a JPEG followed by more JPEGs: read as its first picture
+_FORMAT_ALIASES = {"MPO": "JPEG"}
 _EXIF_ORIENTATION = 0x0112
 _EXIF_DESCRIPTION = 0x010E
 _EXIF_SOFTWARE = 0x0131
@@ -101,6 +103,31 @@ def decode_image(source: ImageInput, limits: ImageLimits | None = None) -> Decod
     if isinstance(source, np.ndarray):
         return DecodedImage(_array_to_rgb(source, limits), "ARRAY")
     data = read_input_bytes(source, limits)
+    header, fmt = _open_header(data, limits)
+    orientation = _orientation(header)
+    width, height = header.size
+    pixels = None
+    if fmt in _FAST_FORMATS and header.mode in ("RGB", "L", "P", "RGBA", "LA") and _looks_complete(fmt, data):
+        try:
+            pixels = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR_RGB | cv2.IMREAD_IGNORE_ORIENTATION)
+        except cv2.error:
+            pixels = None  # Pillow then says what is wrong with the file
+        if pixels is not None and header.mode in ("RGBA", "LA", "P") and _has_alpha(header):
+            pixels = None  # alpha needs compositing: let Pillow handle it
+    if pixels is None or pixels.shape[:2] != (height, width):
+        pixels = _decode_with_pillow(header)
+    pixels = _apply_orientation(pixels, orientation)
+    return DecodedImage(np.ascontiguousarray(pixels), fmt, orientation)
+
+
+def check_header(data: bytes, limits: ImageLimits | None = None) -> str:
+    """The format of a photo judged from its header alone (nothing is decoded), or the error decoding would give
+    for an empty, unknown, unsupported, damaged-header or oversized image: a check a caller can afford before
+    accepting work it would only fail later (a batch job's source)."""
+    return _open_header(data, limits or ImageLimits())[1]
+
+
+def _open_header(data: bytes, limits: ImageLimits) -> tuple[Image.Image, str]:
     if not data:
         raise _reject(ErrorCode.CORRUPT_IMAGE, "the image is empty (0 bytes)", "send the photo file itself")
     try:
@@ -112,25 +139,14 @@ def decode_image(source: ImageInput, limits: ImageLimits | None = None) -> Decod
                       "send a JPEG, PNG, WebP, BMP, TIFF or PGM photo") from None
     except Image.DecompressionBombError:
         raise _reject(ErrorCode.IMAGE_TOO_LARGE, "the image declares too many pixels", "send a smaller photo") from None
-    except (OSError, SyntaxError, ValueError) as exc:
-        raise _reject(ErrorCode.CORRUPT_IMAGE, f"the image is damaged or truncated ({exc})",
-                      "re-export or re-download the photo") from None
-    fmt = header.format or ""
+    except Exception as exc:  # Pillow's plugins raise what a damaged field makes them (TypeError, struct.error…)
+        raise _damaged(exc) from None
+    fmt = _FORMAT_ALIASES.get(header.format or "", header.format or "")
     if fmt not in SUPPORTED_FORMATS:
         raise _reject(ErrorCode.UNSUPPORTED_IMAGE, f"{fmt or 'this'} images are not supported",
                       "send a JPEG, PNG, WebP, BMP, TIFF or PGM photo", format=fmt)
-    width, height = header.size
-    _check_size(width, height, limits)
-    orientation = _orientation(header)
-    pixels = None
-    if fmt in _FAST_FORMATS and header.mode in ("RGB", "L", "P", "RGBA", "LA") and _looks_complete(fmt, data):
-        pixels = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR_RGB | cv2.IMREAD_IGNORE_ORIENTATION)
-        if pixels is not None and header.mode in ("RGBA", "LA", "P") and _has_alpha(header):
-            pixels = None  # alpha needs compositing: let Pillow handle it
-    if pixels is None or pixels.shape[:2] != (height, width):
-        pixels = _decode_with_pillow(header)
-    pixels = _apply_orientation(pixels, orientation)
-    return DecodedImage(np.ascontiguousarray(pixels), fmt, orientation)
+    _check_size(*header.size, limits)
+    return header, fmt
 
 
 def _check_size(width: int, height: int, limits: ImageLimits) -> None:
@@ -187,13 +203,25 @@ def _apply_orientation(pixels: np.ndarray, orientation: int) -> np.ndarray:
     return op(pixels) if op else pixels
 
 
+def _damaged(exc: Exception) -> FacefuseError:
+    """CORRUPT_IMAGE for whatever a decoder raised on bad bytes. Why every exception: a fuzzed TIFF whose
+    StripOffsets are typed RATIONAL made Pillow raise TypeError, which became a 500; no exception a decoder raises
+    on a file is the server's fault. The bytes are decoded from memory, so the reason names no path."""
+    reason = str(exc)[:120] or type(exc).__name__
+    return _reject(ErrorCode.CORRUPT_IMAGE, f"the image is damaged or truncated ({reason})",
+                   "re-export or re-download the photo")
+
+
 def _decode_with_pillow(image: Image.Image) -> np.ndarray:
     try:
         image.load()
-    except (OSError, SyntaxError, ValueError) as exc:
-        raise _reject(ErrorCode.CORRUPT_IMAGE, f"the image data is damaged or truncated ({exc})",
-                      "re-export or re-download the photo") from None
-    return _pil_to_rgb(image)
+        return _pil_to_rgb(image)
+    except Image.DecompressionBombError:
+        raise _reject(ErrorCode.IMAGE_TOO_LARGE, "the image declares too many pixels", "send a smaller photo") from None
+    except MemoryError:
+        raise
+    except Exception as exc:
+        raise _damaged(exc) from None
 
 
 def _pil_to_rgb(image: Image.Image) -> np.ndarray:

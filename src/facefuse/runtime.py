@@ -87,21 +87,36 @@ def provider_options(provider: str, config: RuntimeConfig) -> dict[str, Any]:
     return {}
 
 
-def intra_op_threads(config: RuntimeConfig, cores: int | None = None) -> int:
-    """Threads per session: all cores for one caller, cores split evenly when ``concurrency`` calls run at once."""
+# The most intra-op threads a stage's sessions get, whatever the core count. Measured on 2 cores (benchmarks/
+# results/fusion_speed.md, docs/speed.md): the detectors see 128–192 px and run in ~1.5–4 ms, where waking a second
+# thread costs more than it saves (BlazeFace short range: 3.1 ms CPU on one thread, 4.4 ms on two, with no wall
+# time gained on a busy machine). Stages not named here get the cores' share.
+STAGE_THREADS: dict[str, int] = {"detect": 1}
+
+
+def intra_op_threads(config: RuntimeConfig, cores: int | None = None, stage: str | None = None) -> int:
+    """Threads per session: all cores for one caller, cores split evenly when ``concurrency`` calls run at once,
+    and at most :data:`STAGE_THREADS` for the stages whose models are too small to share."""
     if config.intra_op_threads > 0:
-        return config.intra_op_threads
-    cores = cores or os.cpu_count() or 1
-    return max(1, cores // max(1, config.concurrency))
+        threads = config.intra_op_threads
+    else:
+        cores = cores or os.cpu_count() or 1
+        threads = max(1, cores // max(1, config.concurrency))
+    return min(threads, STAGE_THREADS.get(stage or "", threads))
 
 
-def session_options(config: RuntimeConfig) -> ort.SessionOptions:
+def session_options(config: RuntimeConfig, stage: str | None = None) -> ort.SessionOptions:
+    """Why no spinning: ONNX Runtime's pool threads busy-wait after each run by default; on a 2-core machine that
+    shares its cores with decode, encode and other requests, the spin is CPU taken from them (FaceMesh on 2 threads
+    on a loaded machine: 14 ms wall with spinning off, 25 ms with it on, at the same CPU time)."""
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.intra_op_num_threads = intra_op_threads(config)
+    options.intra_op_num_threads = intra_op_threads(config, stage=stage)
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.log_severity_level = 3
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
     return options
 
 
@@ -139,23 +154,24 @@ class Runtime:
 
     def __init__(self, config: RuntimeConfig | None = None) -> None:
         self.config = config or RuntimeConfig()
-        self._sessions: dict[tuple[str, tuple[str, ...]], ort.InferenceSession | CoalescingSession] = {}
+        self._sessions: dict[tuple[str, tuple[str, ...], int], ort.InferenceSession | CoalescingSession] = {}
         self._lock = threading.Lock()
 
     @property
     def providers(self) -> list[str]:
         return choose_providers(self.config.providers, ort.get_available_providers())
 
-    def session(self, model_path: Path | str,
-                providers: list[str] | None = None) -> ort.InferenceSession | CoalescingSession:
+    def session(self, model_path: Path | str, providers: list[str] | None = None,
+                stage: str | None = None) -> ort.InferenceSession | CoalescingSession:
+        """The cached session of a model; ``stage`` (e.g. "detect") picks its thread count from :data:`STAGE_THREADS`."""
         chosen = tuple(providers or self.providers)
-        key = (str(Path(model_path).resolve()), chosen)
+        key = (str(Path(model_path).resolve()), chosen, intra_op_threads(self.config, stage=stage))
         with self._lock:
             cached = self._sessions.get(key)
             if cached is None:
                 cached = ort.InferenceSession(
                     str(model_path),
-                    sess_options=session_options(self.config),
+                    sess_options=session_options(self.config, stage),
                     providers=providers_with_options(Path(model_path), chosen, self.config),
                 )
                 if self.config.batch_window_ms > 0 and not isinstance(cached.get_inputs()[0].shape[0], int):
@@ -164,4 +180,4 @@ class Runtime:
             return cached
 
     def loaded(self) -> list[SessionInfo]:
-        return [SessionInfo(Path(path), list(providers)) for path, providers in self._sessions]
+        return [SessionInfo(Path(path), list(providers)) for path, providers, _ in self._sessions]

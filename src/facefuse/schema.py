@@ -32,22 +32,35 @@ class Scope(str, Enum):
 
 
 def option(default: Any, title: str, description: str, *, scope: Scope = Scope.REQUEST, control: str | None = None,
-           **constraints: Any) -> Any:
+           flag: str | None = None, **constraints: Any) -> Any:
     """A field of an :class:`Options` model.
 
     ``title`` is the short label of the web control, ``description`` the help text of the flag and the HTTP field.
     ``control`` overrides the web control the page would pick from the type (``face`` = the face picker of the
-    photo the field's name starts with). ``constraints`` are pydantic's (``ge``, ``le``, ``max_length``…).
+    photo the field's name starts with); ``flag`` the CLI flag where it is not ``--name-with-dashes``.
+    ``constraints`` are pydantic's (``ge``, ``le``, ``max_length``…).
     """
     extra: dict[str, Any] = {"x-scope": scope.value}
     if control:
         extra["x-control"] = control
+    if flag:
+        extra["x-flag"] = flag
     return Field(default, title=title, description=description, json_schema_extra=extra, **constraints)
 
 
 def _extra(info: FieldInfo) -> dict[str, Any]:
     extra = info.json_schema_extra
     return extra if isinstance(extra, dict) else {}
+
+
+def flag_name(name: str) -> str:
+    """``--name-with-dashes``: the CLI flag of a field or setting that names none of its own."""
+    return "--" + name.replace("_", "-")
+
+
+def flag_of(name: str, info: FieldInfo) -> str:
+    """The CLI flag of a field: :func:`flag_name` unless the field names its own."""
+    return str(_extra(info).get("x-flag") or flag_name(name))
 
 
 def scope_of(info: FieldInfo) -> Scope:

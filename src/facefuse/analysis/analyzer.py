@@ -1,4 +1,5 @@
-"""Face analysis stage by stage: detect (with rotation and margin retries) → 468 landmarks → pose → quality.
+"""Face analysis: detect (with rotation and margin retries) → 468 landmarks → pose; the work of the detect and
+landmarks stages (:mod:`facefuse.stages`).
 
 Why the retries: phones store sideways photos without EXIF often enough, and tightly cropped portraits (ID photos,
 aligned datasets) leave BlazeFace no margin. Each retry costs one detector run (a few ms) and only happens when
@@ -7,8 +8,9 @@ the plain pass finds no face confident enough for the quality gate.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import time
-from dataclasses import dataclass, replace
 
 import cv2
 import numpy as np
@@ -21,8 +23,8 @@ from .detectors import make_detector
 from .landmarks import FaceMesh, Roi, five_points, roi_from_eyes, roi_from_mesh
 from .nms import Detection
 from .pose import head_pose
-from .quality import quality_issues, sharpness
-from .types import Face, ImageAnalysis
+from .quality import measure
+from .types import Face, ImageAnalysis, left_to_right
 
 _ROTATE = {90: cv2.ROTATE_90_CLOCKWISE, 180: cv2.ROTATE_180, 270: cv2.ROTATE_90_COUNTERCLOCKWISE}
 MARGIN = 0.25  # fraction of each side added around tight crops
@@ -64,6 +66,17 @@ class View:
         if out.shape[-1] > 2:
             out[..., 2:] = points[..., 2:] / self.scale  # depth in the same pixel units as x and y
         return out
+
+
+@dataclass(frozen=True)
+class Detected:
+    """What the detect stage found in one photo: the analysis copy, the view the faces were found in, the boxes."""
+
+    small: np.ndarray  # the photo reduced to ANALYSIS_MAX_SIDE
+    scale: float
+    view_image: np.ndarray
+    view: View
+    detections: list[Detection]
 
 
 def analysis_copy(image: np.ndarray, max_side: int = ANALYSIS_MAX_SIDE) -> tuple[np.ndarray, float]:
@@ -120,45 +133,52 @@ class FaceAnalyzer:
     def analyze(self, image: np.ndarray) -> ImageAnalysis:
         return self.analyze_many([image])[0]
 
-    def analyze_many(self, images: list[np.ndarray]) -> list[ImageAnalysis]:
-        """Several photos, with the FaceMesh runs of all their faces batched together.
+    def find(self, image: np.ndarray) -> list[Face]:
+        """The faces of one photo, detected and with landmarks, left to right (not measured by the gate)."""
+        return self.landmarks([self.detect(image)])[1][0]
 
-        Why: the Ray Serve deployment merges concurrent requests (``@serve.batch``), and this is where their photos
-        share one model batch. Detection stays per photo (each has its own size); the landmark time reported for
-        every photo is that of the whole batch.
-        """
-        detected, detect_ms, reduced = [], [], []
-        for image in images:
-            start = time.perf_counter()
-            small, scale = analysis_copy(image)
-            reduced.append((small, scale))
-            detected.append(self._detect(small, scale))
-            detect_ms.append((time.perf_counter() - start) * 1000)
+    def analyze_many(self, images: list[np.ndarray]) -> list[ImageAnalysis]:
+        """Detect, landmarks and the quality gate's measure for photos outside the pipeline (the video tracker's
+        detection rounds, calibration, benchmarks); the pipeline runs the same three as its own stages."""
         start = time.perf_counter()
-        faces_per_image = self._faces(detected)
-        for index, ((small, scale), (_, view, _), faces) in enumerate(zip(reduced, detected, faces_per_image)):
-            upright = upright_rotation(view, faces)
+        detected = [self.detect(image) for image in images]
+        detect_ms = (time.perf_counter() - start) * 1000 / max(1, len(images))
+        start = time.perf_counter()
+        detected, faces = self.landmarks(detected)
+        landmarks_ms = (time.perf_counter() - start) * 1000  # one batch for all the photos
+        found = []
+        for image, photo, photo_faces in zip(images, detected, faces):
+            start = time.perf_counter()
+            measured = tuple(measure(image, face, self.config.quality) for face in photo_faces)
+            timings = {"detect": detect_ms, "landmarks": landmarks_ms, "gate": (time.perf_counter() - start) * 1000}
+            found.append(ImageAnalysis(image, measured, photo.view.rotation, timings))
+        return found
+
+    def detect(self, image: np.ndarray) -> Detected:
+        """The detect stage's work for one photo: the first view whose best face passes the confidence gate."""
+        small, scale = analysis_copy(image)
+        view_image, view, detections = self._detect(small, scale)
+        return Detected(small, scale, view_image, view, detections)
+
+    def landmarks(self, detected: list[Detected]) -> tuple[list[Detected], list[list[Face]]]:
+        """The landmarks stage's work: 468 points and the pose of every detected face of several photos at once.
+
+        Why batched: the Ray Serve deployment merges concurrent requests (``@serve.batch``), and this is where their
+        photos share one FaceMesh batch. A face found in a turned view but still tilted is looked for again in the
+        upright view (which may change the photo's detections). Faces come ordered left to right.
+        """
+        detected = list(detected)
+        faces_per_image = self._faces([(d.view_image, d.view, d.detections) for d in detected])
+        for index, (found, faces) in enumerate(zip(detected, faces_per_image)):
+            upright = upright_rotation(found.view, faces)
             if upright is None:
                 continue
-            turned, turned_view = make_view(small, upright, 0, scale)  # rare: a turned photo still tilted
-            found = self.detector.detect(turned)
-            if max((d.score for d in found), default=0.0) >= self.config.quality.min_score:
-                detected[index] = (turned, turned_view, found)
-                faces_per_image[index] = self._faces([detected[index]])[0]
-        landmarks_ms = (time.perf_counter() - start) * 1000
-        analyses = []
-        for image, (_, view, _), faces, detect_time in zip(images, detected, faces_per_image, detect_ms):
-            start = time.perf_counter()
-            gated = sorted((self._gated(image, face) for face in faces), key=lambda f: f.box[0] + f.box[2] / 2)
-            quality_ms = (time.perf_counter() - start) * 1000
-            analyses.append(ImageAnalysis(image, tuple(gated), view.rotation,
-                                          {"detect": detect_time, "landmarks": landmarks_ms, "quality": quality_ms}))
-        return analyses
-
-    def _gated(self, image: np.ndarray, face: Face) -> Face:
-        """The face with its sharpness and the quality gate's verdict."""
-        measured = replace(face, sharpness=sharpness(image, face.keypoints))
-        return replace(measured, issues=tuple(quality_issues(measured, self.config.quality)))
+            turned, turned_view = make_view(found.small, upright, 0, found.scale)  # rare: a turned photo still tilted
+            detections = self.detector.detect(turned)
+            if max((d.score for d in detections), default=0.0) >= self.config.quality.min_score:
+                detected[index] = Detected(found.small, found.scale, turned, turned_view, detections)
+                faces_per_image[index] = self._faces([(turned, turned_view, detections)])[0]
+        return detected, [left_to_right(faces) for faces in faces_per_image]
 
     def _detect(self, image: np.ndarray, scale: float) -> tuple[np.ndarray, View, list[Detection]]:
         """The first view whose best face passes the confidence gate, else the view with the best face."""

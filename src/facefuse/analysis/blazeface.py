@@ -50,14 +50,23 @@ def letterbox(image: np.ndarray, size: int) -> tuple[np.ndarray, float, tuple[fl
     return square, scale, (int(pad_x), int(pad_y))
 
 
+# above this many output pixels the last, non-integer step of :func:`area_resize` is bilinear: OpenCV's INTER_AREA
+# for an arbitrary ratio costs ~5× as much (a 970×2204 photo to its 1920 px analysis copy: 28 ms CPU against 6 ms),
+# and a step between ½× and 1× drops no pixel under bilinear sampling. Smaller outputs (the detectors' 128–640 px
+# inputs) keep the area filter, where it costs little.
+LINEAR_LAST_STEP_PIXELS = 1_000_000
+
+
 def area_resize(image: np.ndarray, width: int, height: int) -> np.ndarray:
     """Area-averaging downscale, halving first: OpenCV's INTER_AREA is ~10× faster for an exact 2:1 step than for
     an arbitrary ratio (720p to 192 px: 0.8 ms instead of 4.5 ms). Odd edges lose one pixel per halving, which is
-    below a pixel at the detector's scale."""
+    below a pixel at the detector's scale. The last step (between ½× and 1×) is bilinear for large outputs (see
+    :data:`LINEAR_LAST_STEP_PIXELS`)."""
     while image.shape[1] >= 2 * width and image.shape[0] >= 2 * height:
         h, w = image.shape[:2]
         image = cv2.resize(image[: h - h % 2, : w - w % 2], (w // 2, h // 2), interpolation=cv2.INTER_AREA)
-    return cv2.resize(image, (width, height), interpolation=cv2.INTER_AREA)
+    last = cv2.INTER_LINEAR if width * height >= LINEAR_LAST_STEP_PIXELS else cv2.INTER_AREA
+    return cv2.resize(image, (width, height), interpolation=last)
 
 
 class BlazeFaceDetector:

@@ -36,11 +36,15 @@ class AnalysisCache:
             return found
 
     def put(self, key: str, analysis: ImageAnalysis) -> None:
+        """Keep ``analysis`` for ``key``; a later put of the same photo (its faces measured by the gate) replaces
+        the earlier one."""
         size = analysis.image.nbytes
         if size > self.max_bytes:
             return
         with self._lock:
             if key in self._items:
+                self._items[key] = analysis  # the same pixels: the byte count does not change
+                self._items.move_to_end(key)
                 return
             self._items[key] = analysis
             self._bytes += size

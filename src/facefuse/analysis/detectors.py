@@ -55,4 +55,4 @@ def make_detector(name: str, store: ModelStore, runtime: Runtime, threshold: flo
         raise FacefuseError(ErrorCode.INVALID_OPTION, f"unknown detector '{name}'",
                             f"choose one of: {', '.join(DETECTOR_NAMES)}", {"detector": name})
     model, build = DETECTORS[name]
-    return build(runtime.session(store.ensure_precision(model, precision)), threshold)
+    return build(runtime.session(store.ensure_precision(model, precision), stage="detect"), threshold)

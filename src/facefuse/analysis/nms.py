@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import cv2
 import numpy as np
 
 
@@ -15,6 +16,7 @@ class Detection:
 
 
 def iou_xyxy(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+    """Intersection over union of one box with each of ``boxes``, all as (x0, y0, x1, y1): the one IoU."""
     x0 = np.maximum(box[0], boxes[:, 0])
     y0 = np.maximum(box[1], boxes[:, 1])
     x1 = np.minimum(box[2], boxes[:, 2])
@@ -43,11 +45,9 @@ def weighted_nms(boxes: np.ndarray, scores: np.ndarray, points: np.ndarray, iou:
 
 
 def hard_nms(boxes: np.ndarray, scores: np.ndarray, points: np.ndarray, iou: float) -> list[Detection]:
-    """Classic suppression (YuNet, RetinaFace): keep the best, drop what overlaps it."""
-    remaining = np.argsort(-scores)
-    out: list[Detection] = []
-    while remaining.size:
-        best = remaining[0]
-        out.append(Detection(boxes[best], float(scores[best]), points[best]))
-        remaining = remaining[1:][iou_xyxy(boxes[best], boxes[remaining[1:]]) <= iou]
-    return out
+    """Classic suppression (YuNet, RetinaFace): keep the best, drop what overlaps it (OpenCV's ``NMSBoxes``)."""
+    if not len(scores):
+        return []
+    xywh = np.column_stack([boxes[:, :2], boxes[:, 2:] - boxes[:, :2]]).astype(np.float64)
+    kept = cv2.dnn.NMSBoxes(xywh.tolist(), scores.astype(float).tolist(), 0.0, iou)  # scores are thresholded before
+    return [Detection(boxes[i], float(scores[i]), points[i]) for i in np.asarray(kept, dtype=int).ravel()]

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import cv2
 import numpy as np
 
 from ..config import QualityConfig
 from ..errors import ErrorCode, FacefuseError
+from ..geometry.align import ARCFACE_112
 from .types import Face, QualityIssue
 
-# ArcFace 112×112 template: the normalised frame every sharpness reading is taken in, so a 4K face and a
-# 240p face are judged on the same scale.
-ARCFACE_112 = np.array([[38.2946, 51.6963], [73.5318, 51.5014], [56.0252, 71.7366],
-                        [41.5493, 92.3655], [70.7299, 92.2041]], dtype=np.float32)
-
-
 def sharpness(image: np.ndarray, keypoints: np.ndarray) -> float:
-    """Variance of the Laplacian of the face warped to 112×112: low means blurred or heavily compressed."""
+    """Variance of the Laplacian of the face warped to the ArcFace 112×112 frame: low means blurred or heavily
+    compressed; a 4K face and a 240p face are judged on the same scale."""
     matrix, _ = cv2.estimateAffinePartial2D(keypoints.astype(np.float32), ARCFACE_112, method=cv2.LMEDS)
     if matrix is None:
         return 0.0
@@ -56,6 +54,13 @@ def quality_issues(face: Face, config: QualityConfig) -> list[QualityIssue]:
             "hold the camera still and focus on the face",
             {"sharpness": round(face.sharpness, 1), "min_sharpness": config.min_sharpness}))
     return issues
+
+
+def measure(image: np.ndarray, face: Face, config: QualityConfig) -> Face:
+    """The face with its sharpness and the gate's issues: the one measurement, for photos, frames and restored
+    faces alike (the gate stage, :mod:`facefuse.stages.gate`, and the analyzer outside the pipeline call it)."""
+    measured = replace(face, sharpness=sharpness(image, face.keypoints), issues=())
+    return replace(measured, issues=tuple(quality_issues(measured, config)))
 
 
 def raise_first_issue(face: Face) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..geometry import align
+from ..geometry.align import crop_template
 from .types import Face
 
 SEGMENTER_MODEL = "face_segmenter"
@@ -26,8 +27,6 @@ FACE_CLASSES = (SKIN, BROWS, EYES, NOSE, LIPS)
 def segment_matrix(keypoints: np.ndarray, size: int = SEGMENT_SIZE) -> np.ndarray:
     """Image → crop similarity of the segmenter's input (the mesh engine's crop template at ``size``) from a face's
     five key points."""
-    from ..fusion.mesh_engine import crop_template  # the engine owns the template; imported lazily (SciPy)
-
     return align.similarity(keypoints, crop_template(size))
 
 

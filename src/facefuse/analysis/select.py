@@ -1,10 +1,14 @@
-"""Which face(s) of an image to use: the largest (default), one by index (left to right), or all."""
+"""Which face(s) of an image to use: the largest (default), one by index (left to right), or all.
+
+Only the choice; whether a chosen face is good enough is the gate's verdict (:mod:`facefuse.stages.gate`).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..errors import ErrorCode, FacefuseError
-from .quality import raise_first_issue
-from .types import Face, ImageAnalysis
+from .types import Face, largest
 
 
 def parse_face_choice(value: str | int) -> str | int:
@@ -20,37 +24,26 @@ def parse_face_choice(value: str | int) -> str | int:
                         "use 'largest', 'all' or a face index counted from 0, left to right", {"value": str(value)})
 
 
-def select_faces(analysis: ImageAnalysis, choice: str | int, *, allow_all: bool = True,
-                 gate: bool = True) -> list[Face]:
-    """The chosen faces after the quality gate; raises the gate's error when nothing usable is left.
+def choose_faces(faces: Sequence[Face], choice: str | int, *, allow_all: bool = True) -> list[Face]:
+    """The chosen faces of a photo (``faces`` ordered left to right): every face for ``all``, else one.
 
-    ``gate=False`` returns a single chosen face even when the gate flagged it (``all`` still returns every face),
-    so the restore stage can try to fix it before the gate's verdict is applied.
-
-    With ``all``, faces that fail the gate are skipped (their issues stay on the face for the caller to report),
-    and only when every face fails does the first one's issue become the error.
+    ``choice`` is a validated option (:class:`~facefuse.fusion.engine.FusionOptions` fields, or text passed through
+    :func:`parse_face_choice`). Raises NO_FACE for a photo without faces and FACE_INDEX_OUT_OF_RANGE for an index
+    past the last face.
     """
-    faces = analysis.faces
     if not faces:
         raise FacefuseError(ErrorCode.NO_FACE, "no face was found",
                             "use a photo where one face looks toward the camera, well lit and not covered")
-    choice = parse_face_choice(choice)
     if choice == "all":
         if not allow_all:
             raise FacefuseError(ErrorCode.INVALID_OPTION, "'all' is not allowed here", "choose 'largest' or an index")
-        accepted = [f for f in faces if f.accepted or not gate]
-        if not accepted:
-            raise_first_issue(max(faces, key=lambda f: f.area))
-        return accepted
+        return list(faces)
     if choice == "largest":
-        face = max(faces, key=lambda f: f.area)
-    else:
-        if choice >= len(faces):
-            raise FacefuseError(ErrorCode.FACE_INDEX_OUT_OF_RANGE,
-                                f"face {choice} was asked for but only {len(faces)} face(s) were found",
-                                f"choose an index from 0 to {len(faces) - 1}, counted left to right",
-                                {"index": choice, "faces": len(faces)})
-        face = faces[choice]
-    if gate:
-        raise_first_issue(face)
-    return [face]
+        return [largest(faces)]
+    assert isinstance(choice, int)
+    if choice >= len(faces):
+        raise FacefuseError(ErrorCode.FACE_INDEX_OUT_OF_RANGE,
+                            f"face {choice} was asked for but only {len(faces)} face(s) were found",
+                            f"choose an index from 0 to {len(faces) - 1}, counted left to right",
+                            {"index": choice, "faces": len(faces)})
+    return [faces[choice]]

@@ -1,22 +1,26 @@
 """`facefuse` command line: parsing and printing only; every command calls the library.
 
-Each sub-command lives in its own module with a ``register(subparsers)`` function; errors are translated through
-the one table in :mod:`facefuse.errors` (exit 0 ok, 2 usage, 3 input rejected, 4 model missing, 5 service).
+Each sub-command lives in its own module with a ``register(subparsers)`` function, imported only when that command
+runs (or for ``--help``): ``facefuse fuse`` never loads the optimisation toolkit, Ray or the training code.
+Errors are translated through the one table in :mod:`facefuse.errors` (exit codes included).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
 import warnings
 from typing import Callable, Sequence
 
-from ..errors import ErrorCode, FacefuseError
-from . import batch_cmd, detect_cmd, fuse_cmd, gpu_cmd, models_cmd, optimize_cmd, serve_cmd, train_cmd, video_cmd
+from ..errors import ERROR_TABLE, ErrorCode, FacefuseError
 
-COMMAND_MODULES = [detect_cmd, fuse_cmd, batch_cmd, video_cmd, models_cmd, serve_cmd, optimize_cmd, gpu_cmd, train_cmd]
+# command → the module that registers and runs it (imported on use)
+COMMANDS = {"detect": "detect_cmd", "fuse": "fuse_cmd", "batch": "batch_cmd", "video": "video_cmd",
+            "models": "models_cmd", "serve": "serve_cmd", "optimize": "optimize_cmd", "gpu": "gpu_cmd",
+            "train": "train_cmd"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -30,35 +34,42 @@ class _Parser(argparse.ArgumentParser):
         super().error(message)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser with ``command``'s sub-parser only (every command's when ``command`` is None: for help)."""
     parser = _Parser(prog="facefuse", description="Offline face fusion: library, CLI, HTTP service, model toolkit.",
                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for module in COMMAND_MODULES:
-        module.register(commands)
+    for name, module in COMMANDS.items():
+        if command in (None, name):
+            importlib.import_module(f"{__name__}.{module}").register(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    command = next((word for word in given if not word.startswith("-")), None)
+    parser = build_parser(command if command in COMMANDS else None)
+    args = parser.parse_args(given)
     handler: Callable[[argparse.Namespace], int] = args.handler
     as_json = bool(getattr(args, "json", False))
-    # Damaged-but-readable photos make Pillow warn; the command's own one-line verdict is what a person needs.
-    warnings.simplefilter("ignore")
     try:
-        return handler(args)
+        with warnings.catch_warnings():
+            # Damaged-but-readable photos make Pillow warn; the command's own one-line verdict is what a person
+            # needs. Scoped to the command and to Pillow: nothing else's warnings are hidden.
+            warnings.filterwarnings("ignore", module="PIL")
+            return handler(args)
     except FacefuseError as exc:
         report_error(exc, as_json)
         return exc.exit_code
     except KeyboardInterrupt:
-        return 130
+        return ERROR_TABLE[ErrorCode.CANCELLED].exit_code
     except Exception as exc:  # the promise is "never a traceback": say what broke, keep the trace for debugging
         if os.environ.get("FACEFUSE_DEBUG"):
             raise
-        report_error(FacefuseError(ErrorCode.INTERNAL, f"unexpected {type(exc).__name__}: {exc}",
-                                   "set FACEFUSE_DEBUG=1 for the full trace and report it"), as_json)
-        return 1
+        error = FacefuseError(ErrorCode.INTERNAL, f"unexpected {type(exc).__name__}: {exc}",
+                              "set FACEFUSE_DEBUG=1 for the full trace and report it")
+        report_error(error, as_json)
+        return error.exit_code
 
 
 def report_error(exc: FacefuseError, as_json: bool) -> None:

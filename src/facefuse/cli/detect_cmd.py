@@ -16,7 +16,6 @@ from typing import Any
 import cv2
 
 from ..analysis.draw import draw_analysis
-from ..analysis.select import select_faces
 from ..analysis.types import Face, ImageAnalysis
 from ..errors import ErrorCode, FacefuseError
 from ..pipeline import Fuser
@@ -41,12 +40,15 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     fuser = Fuser(fuser_config(args))
     loaded = time.perf_counter()
-    analysis = fuser.analyze(args.image)
+    record = fuser.detect(args.image, args.face)
+    analysis = record.analysis
+    assert analysis is not None
     total_ms, load_ms = (time.perf_counter() - loaded) * 1000, (loaded - started) * 1000
     if args.draw:
         write_drawing(analysis, Path(args.draw))
-    chosen = select_faces(analysis, args.face)  # raises the gate's error: exit 3, after --draw was written
-    indices = [analysis.faces.index(face) for face in chosen]
+    if record.refusal is not None:
+        raise record.refusal  # the gate's verdict: exit 3, after --draw was written
+    indices = [analysis.faces.index(target.found) for target in record.faces]
     if args.json:
         report: dict[str, Any] = analysis.to_dict(with_landmarks=not args.no_landmarks)
         report["timings_ms"].update(total=round(total_ms, 2), load_models=round(load_ms, 2))

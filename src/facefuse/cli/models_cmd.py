@@ -44,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _store() -> ModelStore:
-    return ModelStore(StoreConfig())
+    return ModelStore(StoreConfig.from_env())
 
 
 def entry_row(entry: ModelEntry, state: VerifyResult) -> dict[str, Any]:

@@ -48,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    store = ModelStore(StoreConfig())
+    store = ModelStore(StoreConfig.from_env())
     request = OptimizeRequest(
         model=args.model, precision=Precision(args.precision), output=args.output, calibration=args.calibration,
         holdout=args.holdout, contract=args.contract,

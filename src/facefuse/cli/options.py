@@ -16,13 +16,11 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from ..analysis.detectors import DETECTOR_NAMES
-from ..config import AnalysisConfig, GpuOptions, Precision, QualityConfig, RuntimeConfig, StoreConfig
+from ..config import AnalysisConfig, GpuOptions, ImageLimits, Precision, QualityConfig, RuntimeConfig, StoreConfig
 from ..pipeline import FuserConfig
-from ..schema import fields_of
+from ..schema import fields_of, flag_name, flag_of
 
-
-def flag_name(name: str) -> str:
-    return "--" + name.replace("_", "-")
+__all__ = ["add_fuser_options", "add_model_flags", "flag_name", "fuser_config", "model_from_args"]
 
 
 def _metavar(annotation: Any) -> str:
@@ -54,10 +52,10 @@ def add_model_flags(parser: argparse.ArgumentParser, model: type[BaseModel], tit
     group = parser.add_argument_group(title)
     for name, info in fields_of(model).items():
         if info.annotation is bool:
-            group.add_argument(flag_name(name), dest=name, action=argparse.BooleanOptionalAction, default=None,
+            group.add_argument(flag_of(name, info), dest=name, action=argparse.BooleanOptionalAction, default=None,
                                help=_help(info))
             continue
-        group.add_argument(flag_name(name), dest=name, default=None, metavar=_metavar(info.annotation),
+        group.add_argument(flag_of(name, info), dest=name, default=None, metavar=_metavar(info.annotation),
                            help=_help(info))
 
 
@@ -83,21 +81,13 @@ def add_fuser_options(parser: argparse.ArgumentParser) -> None:
                             "stages whose model is non-commercial fall back to their classic method or are refused")
     group.add_argument("--no-rotate", action="store_true", help="do not retry turned 90/180/270° when no face is found")
     add_model_flags(parser, GpuOptions, "GPU (used only with --providers cuda, tensorrt, …)")
-    quality = parser.add_argument_group("quality gate")
-    defaults = QualityConfig()
-    quality.add_argument("--min-score", type=float, default=defaults.min_score, help="lowest detection confidence")
-    quality.add_argument("--min-face", type=int, default=defaults.min_face_px, help="smallest face side in pixels")
-    quality.add_argument("--max-yaw", type=float, default=defaults.max_yaw, help="largest |yaw| in degrees")
-    quality.add_argument("--warn-yaw", type=float, default=defaults.warn_yaw,
-                         help="|yaw| beyond which a fusion succeeds with a warning (its hidden side is filled)")
-    quality.add_argument("--max-pitch", type=float, default=defaults.max_pitch, help="largest |pitch| in degrees")
-    quality.add_argument("--min-sharpness", type=float, default=defaults.min_sharpness,
-                         help="lowest Laplacian variance of the aligned face")
+    add_model_flags(parser, QualityConfig, "quality gate")
+    add_model_flags(parser, ImageLimits, "image limits (checked before a photo is decoded)")
 
 
 def fuser_config(args: argparse.Namespace) -> FuserConfig:
     providers = tuple(p for p in args.providers.split(",") if p) if args.providers else None
-    store = StoreConfig()
+    store = StoreConfig.from_env()
     if args.allow_noncommercial_models is not None:
         store = replace(store, allow_noncommercial_models=args.allow_noncommercial_models)
     return FuserConfig(
@@ -108,7 +98,7 @@ def fuser_config(args: argparse.Namespace) -> FuserConfig:
             detector=args.detector,
             try_rotations=not args.no_rotate,
             precision=Precision(args.precision),
-            quality=QualityConfig(min_score=args.min_score, min_face_px=args.min_face, max_yaw=args.max_yaw,
-                                  warn_yaw=args.warn_yaw, max_pitch=args.max_pitch, min_sharpness=args.min_sharpness),
+            quality=model_from_args(QualityConfig, args),
+            limits=model_from_args(ImageLimits, args),
         ),
     )

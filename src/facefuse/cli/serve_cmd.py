@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from ..errors import ErrorCode, FacefuseError
 from ..serve.settings import LOOPBACK_HOSTS, ServeSettings
-from .options import flag_name
+from ..schema import flag_of
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     for name, info in ServeSettings.model_fields.items():
         default = info.get_default(call_default_factory=True)
         shown = "(none)" if default in (None, "", []) else ",".join(default) if isinstance(default, list) else default
-        parser.add_argument(flag_name(name), dest=name, default=None, metavar=name.upper(),
+        parser.add_argument(flag_of(name, info), dest=name, default=None, metavar=name.upper(),
                             help=f"{info.description} [env FACEFUSE_{name.upper()}; default {shown}]")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.set_defaults(handler=run)
@@ -38,7 +38,8 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
     except ValidationError as exc:
         first = exc.errors()[0]
         name = str(first["loc"][0]) if first["loc"] else "settings"
-        raise FacefuseError(ErrorCode.INVALID_OPTION, f"{flag_name(name)} / FACEFUSE_{name.upper()}: {first['msg']}",
+        flag = flag_of(name, ServeSettings.model_fields[name]) if name in ServeSettings.model_fields else name
+        raise FacefuseError(ErrorCode.INVALID_OPTION, f"{flag} / FACEFUSE_{name.upper()}: {first['msg']}",
                             "see `facefuse serve --help`", {"option": name}) from None
 
 

@@ -1,4 +1,4 @@
-"""`facefuse video`: the source face into every frame of a clip, with a progress bar (frames, fps, ETA)."""
+"""`facefuse video`: the source face into every frame of a clip, with a progress bar (tqdm's: frames, rate, ETA)."""
 
 from __future__ import annotations
 
@@ -42,13 +42,15 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             return
         if not bars:
-            bars.append(tqdm(unit="frame", dynamic_ncols=True, file=sys.stderr, desc="fusing"))
+            # counting starts at the first report's frames (those a resumed run skipped, or the first second's):
+            # tqdm's rate and ETA then cover only frames it saw being fused, not a jump from 0 in no time
+            bars.append(tqdm(total=report.frames_total, initial=report.frames_done, unit="frame",
+                             dynamic_ncols=True, file=sys.stderr, desc="fusing"))
+            return
         bar = bars[0]
-        bar.total = report.frames_total
-        bar.n = report.frames_done
-        bar.set_postfix_str(f"{report.fps:.1f} fps" + (f", ETA {report.eta_s:.0f} s" if report.eta_s else ""),
-                            refresh=False)
-        bar.refresh()
+        if report.frames_total != bar.total:  # the container's estimate, corrected once the last frame is read
+            bar.total = report.frames_total
+        bar.update(report.frames_done - bar.n)
 
     try:
         result = fuse_video(Path(args.source), Path(args.target), Path(args.output), options, video, fuser=fuser,

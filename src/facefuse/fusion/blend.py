@@ -14,6 +14,7 @@ Choices, by measurement (benchmarks/quality.py, seam metric and timings):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import cv2
@@ -184,18 +185,35 @@ def _bounding_box(mask: np.ndarray, pad: int = 0) -> tuple[tuple[int, int], tupl
             (min(width - 1, cols[-1] + pad), min(height - 1, rows[-1] + pad)))
 
 
-def compose(image: np.ndarray, rendered: RenderedFace, options: FusionOptions,
-            parsing: OcclusionMasks | None = None, smooth_luts: LutSmoother | None = None) -> np.ndarray:
-    """The target photo with the rendered face relit, blended, sharpened and pasted back.
+@dataclass(frozen=True, eq=False)
+class BlendRegion:
+    """The bounding box of the crop's changed region (grown by 8 px) and the crops the relight and blend stages
+    work on there: all of it runs on the box only (about half the crop).
 
     ``parsing`` (the segment stage's masks) keeps the target's occluders and hair on top and keeps the source's
-    hair and glasses out; without it the engine's geometric masks alone decide. All of it runs on the bounding box
-    of the changed region only (about half the crop).
+    hair and glasses out; without it the engine's geometric masks alone decide.
     """
+
+    x0: int
+    y0: int
+    crop: np.ndarray  # the rendered face
+    target: np.ndarray  # the reshaped target; under its occluders, the photo's own pixels
+    mask: np.ndarray
+    keep: np.ndarray  # where the target stays (eyes, mouth interior, outside the mask, occluders)
+    paste: np.ndarray  # the region pasted back
+    face_skin: np.ndarray | None
+    target_skin: np.ndarray | None
+    on_top: np.ndarray | None  # the target's occluders, kept as the photo's own bytes
+    detail: np.ndarray  # where the paste-back matches the fine detail to the photo's (issue 17)
+    normals: ShapeNormals | None  # the faces' 3-D normals on the box, for the light from shape
+
+
+def blend_region(rendered: RenderedFace, parsing: OcclusionMasks | None = None) -> BlendRegion | None:
+    """What the relight and blend stages need of one rendered face; None when nothing in the crop changes."""
     region = rendered.region if rendered.region is not None else rendered.mask
     box = _bounding_box(region, pad=8)
     if box is None:
-        return image
+        return None
     (x0, y0), (x1, y1) = box
     sub = (slice(y0, y1 + 1), slice(x0, x1 + 1))
     crop, target, mask = rendered.crop[sub], rendered.target_crop[sub], rendered.mask[sub]
@@ -207,6 +225,7 @@ def compose(image: np.ndarray, rendered: RenderedFace, options: FusionOptions,
     keep = np.where(mask > 0.01, 0.0, 1.0).astype(np.float32)
     if rendered.keep_target is not None:
         keep = np.maximum(keep, rendered.keep_target[sub])
+    paste, on_top = region[sub], None
     if parsing is not None:
         # the photo's own pixels under its occluders; elsewhere the reshaped target
         target = cv2.blendLinear(parsing.target_photo[sub], target, parsing.target_keep[sub],
@@ -215,29 +234,34 @@ def compose(image: np.ndarray, rendered: RenderedFace, options: FusionOptions,
         base = np.ones_like(mask) if face_skin is None else face_skin
         face_skin = base * parsing.source_skin[sub] * (1.0 - parsing.source_hidden[sub])
         target_skin = base * parsing.target_skin[sub] * (1.0 - parsing.target_keep[sub])
-    normals = None if rendered.normals is None else ShapeNormals(
-        rendered.normals.new[sub], rendered.normals.source[sub], rendered.normals.target[sub])
-    face = match_colour(crop, target, mask, face_skin, target_skin, smooth_luts, normals)
-    face = cv2.blendLinear(face, target, 1.0 - keep, keep)
-    if options.blend == "poisson":
-        blended = poisson_blend(face, target, mask)
-    else:
-        blended = multiband_blend(face, target, mask)
-    paste = region[sub]
-    if parsing is not None:
         # an occluder stays the photo's own bytes: the pyramid would soften a glasses frame into the new skin, and
         # a round trip through the crop would resample it, so the paste-back leaves those pixels alone
         on_top = parsing.target_keep[sub] * (mask > 0.01)
-        blended = cv2.blendLinear(target, blended, on_top, 1.0 - on_top)
-        blended = unsharp(blended, options.sharpen, mask * (1.0 - on_top))
         paste = paste * (1.0 - on_top)
-    else:
-        blended = unsharp(blended, options.sharpen, mask)
-    to_box = rendered.matrix.copy()
-    to_box[:, 2] -= (x0, y0)  # image → the box's own pixels
-    # --- skin detail (issue 17): where fine detail is matched to the photo's — the new face's bare skin and the
-    # target's own reshaped pixels around it (not the new features, not what stays on top)
-    detail = np.maximum(mask * (1.0 - keep) * (1.0 if rendered.skin is None else rendered.skin[sub]), 1.0 - mask)
-    if parsing is not None:
+    # skin detail (issue 17): matched to the photo's on the new face's bare skin and the target's own reshaped
+    # pixels around it (not the new features, not what stays on top)
+    skin = 1.0 if rendered.skin is None else rendered.skin[sub]
+    detail = np.maximum(mask * (1.0 - keep) * skin, 1.0 - mask)
+    if on_top is not None:
         detail = detail * (1.0 - on_top)
-    return paste_back(image, blended, paste, to_box, detail)
+    normals = None if rendered.normals is None else ShapeNormals(
+        rendered.normals.new[sub], rendered.normals.source[sub], rendered.normals.target[sub])
+    return BlendRegion(x0, y0, crop, target, mask, keep, paste, face_skin, target_skin, on_top, detail, normals)
+
+
+def blend_in(image: np.ndarray, rendered: RenderedFace, region: BlendRegion, lit: np.ndarray,
+             options: FusionOptions) -> np.ndarray:
+    """The target photo with the relit face (``lit``, from the relight stage) blended, sharpened and pasted back."""
+    face = cv2.blendLinear(lit, region.target, 1.0 - region.keep, region.keep)
+    if options.blend == "poisson":
+        blended = poisson_blend(face, region.target, region.mask)
+    else:
+        blended = multiband_blend(face, region.target, region.mask)
+    if region.on_top is not None:
+        blended = cv2.blendLinear(region.target, blended, region.on_top, 1.0 - region.on_top)
+        blended = unsharp(blended, options.sharpen, region.mask * (1.0 - region.on_top))
+    else:
+        blended = unsharp(blended, options.sharpen, region.mask)
+    to_box = rendered.matrix.copy()
+    to_box[:, 2] -= (region.x0, region.y0)  # image → the box's own pixels
+    return paste_back(image, blended, region.paste, to_box, region.detail)

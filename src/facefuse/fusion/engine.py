@@ -1,8 +1,8 @@
 """The engine interface every face generator implements (the mesh engine, the ONNX neural swappers), and the
 fusion options they are given.
 
-An engine only makes the new face in an aligned crop; colour matching, blending, paste-back and labelling are
-shared stages (:mod:`facefuse.fusion.blend`) so every engine gets the same natural edges and the same label.
+An engine only makes the new face in an aligned crop; alignment, segmentation, relighting, blending, paste-back and
+labelling are shared stages (:mod:`facefuse.stages`) so every engine gets the same natural edges and the same label.
 Engines are split into ``prepare_source`` (once per source photo) and ``render`` (once per target face), so a
 photo with several target faces pays for the source once.
 """
@@ -16,6 +16,7 @@ import numpy as np
 from pydantic import Field
 
 from ..analysis.types import Face
+from ..restore import RestoreMode
 from ..schema import Options, Scope, option
 
 if TYPE_CHECKING:
@@ -59,7 +60,7 @@ class FusionOptions(Options):
     sharpen: float = option(
         0.35, "Sharpen", "0–1: halo-free unsharp mask on the new face (restores detail lost to warping)",
         ge=0, le=1, allow_inf_nan=False)
-    restore: Literal["auto", "on", "off"] = option(
+    restore: RestoreMode = option(
         "auto", "Restore poor faces",
         "auto: restore a source or target face the quality gate finds blurry, small (< 96 px) or heavily "
         "compressed, before fusion; on: every chosen face; off: never. Uses our UTKFace-trained restorer "
@@ -115,9 +116,17 @@ class RenderedFace:
 
 
 class FusionEngine(Protocol):
+    """A face generator. The pipeline's stages call it in this order: ``prepare_source`` once per source (the
+    render stage's source half), ``crop_matrix`` (the align stage warps the target crop with it, once, for the
+    engine and the segment stage alike), then ``render`` on that crop for each target face."""
+
     name: str
 
     def prepare_source(self, image: np.ndarray, face: Face) -> SourceFace: ...
 
-    def render(self, source: SourceFace, target_image: np.ndarray, target_face: Face,
-               options: FusionOptions) -> RenderedFace: ...
+    def crop_matrix(self, face: Face, options: FusionOptions) -> tuple[np.ndarray, int]:
+        """(image → crop matrix, crop side) of the aligned crop this engine renders ``face`` in."""
+
+    def render(self, source: SourceFace, target_crop: np.ndarray, matrix: np.ndarray, target_face: Face,
+               options: FusionOptions) -> RenderedFace:
+        """The new face in the aligned crop ``target_crop`` (the target photo warped by ``matrix``)."""

@@ -18,23 +18,18 @@ from scipy.interpolate import RBFInterpolator
 from scipy.spatial import cKDTree
 
 from ..analysis.pose import face_axes
-from ..analysis.quality import ARCFACE_112
 from ..analysis.types import Face
 from ..geometry import align, mesh
+from ..geometry.align import crop_template
 from ..geometry.regions import (FACE_OVAL, IDENTITY_POINTS, LIPS_INNER, LIPS_OUTER, MOUTH_GROUP, face_masks, feather,
                                 polygon_mask, shrink, skin_mask)
 from .albedo import tone_makeup
 from .engine import FusionOptions, RenderedFace, SourceFace
 from .shading import mirrored, normal_maps, vertex_normals
 
-CROP_FACE_SCALE = 0.55  # the ArcFace template shrunk so the whole head and its surroundings fit in the crop
 RING_SCALE = 1.45  # fixed ring around the face oval where the geometric warp fades to nothing
 BORDER_POINTS = 5  # fixed points per crop side
 MAP_STEP = 4  # remap tables at 1/4 resolution (see geometry.mesh.remap_tables): within 46 dB of 1/2, 3 ms less
-
-
-def crop_template(size: int) -> np.ndarray:
-    return (ARCFACE_112 - 56.0) * (size / 112.0) * CROP_FACE_SCALE + size / 2.0
 
 
 def reposed_shape(source_mesh: np.ndarray, target_mesh: np.ndarray) -> np.ndarray:
@@ -168,12 +163,16 @@ class MeshFusionEngine:
         return SourceFace(face, {"image": close_mouth(image, face.landmarks), "mesh": face.landmarks,
                                  "mirror": mirror_fill(face.landmarks) if turned else None})
 
-    def render(self, source: SourceFace, target_image: np.ndarray, target_face: Face,
+    def crop_matrix(self, face: Face, options: FusionOptions) -> tuple[np.ndarray, int]:
+        """The face-sized crop (:func:`face_crop_size`): the photo's own resolution, ``crop_size`` at most."""
+        size = face_crop_size(face.keypoints, options.crop_size)
+        return align.similarity(face.keypoints, crop_template(size)), size
+
+    def render(self, source: SourceFace, target_crop: np.ndarray, to_crop: np.ndarray, target_face: Face,
                options: FusionOptions) -> RenderedFace:
         assert target_face.landmarks is not None
-        size = face_crop_size(target_face.keypoints, options.crop_size)
+        size = target_crop.shape[0]
         profile, feature = options.profile_degree / 100.0, options.feature_degree / 100.0
-        to_crop = align.similarity(target_face.keypoints, crop_template(size))
         target_3d = align.apply(to_crop, target_face.landmarks)
         target_pts = target_3d[:, :2]
 
@@ -202,9 +201,10 @@ class MeshFusionEngine:
             sources.append(np.concatenate([np.column_stack([weights, np.zeros_like(weights)]),
                                            np.zeros((len(ring_s) + len(fixed), 2))]))
         tables = mesh.remap_tables(ids, sources, dst_all, triangles, MAP_STEP)
-        # each photo is resampled once, straight from its own pixels (crop tables composed with the crop's inverse
-        # alignment), bicubic: an aligned crop warped again lost a third of the skin's fine detail per resampling
-        warped_target = photo_warp(target_image, to_crop, tables[0])
+        # the source is resampled once, straight from its own pixels (crop tables composed with the crop's inverse
+        # alignment), bicubic: an aligned crop warped again lost a third of the skin's fine detail per resampling;
+        # the target's aligned crop (the align stage's, shared with the segment stage) is remapped once, bicubic
+        warped_target = mesh.warp(target_crop, *tables[0])
         warped_source = photo_warp(source.payload["image"], source_to_crop, tables[1])
         if mirror is not None:
             mirror_texture = photo_warp(source.payload["image"], source_to_crop, tables[2])

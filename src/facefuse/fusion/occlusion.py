@@ -21,7 +21,6 @@ import cv2
 import numpy as np
 
 from ..analysis.segmentation import HAIR, NOSE, OCCLUDER, SEGMENT_SIZE, SKIN, FaceSegmenter
-from ..geometry.align import aligned_crop
 from .engine import RenderedFace
 
 
@@ -39,10 +38,9 @@ class OcclusionMasks:
     source_skin: np.ndarray
 
 
-def occlusion_masks(segmenter: FaceSegmenter, rendered: RenderedFace, image: np.ndarray) -> OcclusionMasks:
-    """The masks of one rendered face of the target photo ``image``."""
+def occlusion_masks(segmenter: FaceSegmenter, rendered: RenderedFace, photo: np.ndarray) -> OcclusionMasks:
+    """The masks of one rendered face; ``photo`` is the target's aligned crop as photographed (the align stage's)."""
     size = rendered.crop.shape[1], rendered.crop.shape[0]
-    photo = aligned_crop(image, rendered.matrix, size[0])
     crops = np.stack([cv2.resize(c, (SEGMENT_SIZE, SEGMENT_SIZE), interpolation=cv2.INTER_AREA)
                       for c in (photo, rendered.crop)])
     target, source = segmenter.probabilities(crops)

@@ -29,7 +29,7 @@ from ..models.swappers import EMBEDDING, SWAPPERS, SwapperModel
 from ..runtime import Runtime
 from .engine import FusionOptions, RenderedFace, SourceFace
 from .recognizer import RECOGNIZERS, Recognizer, l2_normalise
-from .templates import NORMS, aligned_crop
+from .templates import NORMS, aligned_crop, alignment_matrix
 
 ARCFACE = "arcface_w600k_r50"
 
@@ -134,25 +134,19 @@ class SwapperEngine:
                                      for t in target])
         return NORMS[self.spec.output_norm].from_tensor(output.astype(np.float32))
 
-    def render_many(self, source: SourceFace, target_image: np.ndarray, faces: list[Face],
-                    options: FusionOptions) -> list[RenderedFace]:
-        size = self.spec.size
-        crops, matrices = zip(*(aligned_crop(target_image, f.keypoints, self.spec.template, size) for f in faces))
-        swapped = self.swap(source.payload["source"], np.stack(crops))
-        rendered = []
-        for face, crop, matrix, out in zip(faces, crops, matrices, swapped):
-            if face.landmarks is None:
-                raise FacefuseError(ErrorCode.NO_FACE, "the target face has no landmarks for the blend mask",
-                                    "analyse the target with the default pipeline", {})
-            points = align.apply(matrix, face.landmarks)[:, :2]
-            mask, keep, region = face_masks(points, size, options.feature_degree / 100.0)
-            rendered.append(RenderedFace(crop=out, target_crop=crop, mask=mask, matrix=matrix, keep_target=keep,
-                                         region=region))
-        return rendered
+    def crop_matrix(self, face: Face, options: FusionOptions) -> tuple[np.ndarray, int]:
+        return alignment_matrix(face.keypoints, self.spec.template, self.spec.size), self.spec.size
 
-    def render(self, source: SourceFace, target_image: np.ndarray, target_face: Face,
+    def render(self, source: SourceFace, target_crop: np.ndarray, matrix: np.ndarray, target_face: Face,
                options: FusionOptions) -> RenderedFace:
-        return self.render_many(source, target_image, [target_face], options)[0]
+        if target_face.landmarks is None:
+            raise FacefuseError(ErrorCode.NO_FACE, "the target face has no landmarks for the blend mask",
+                                "analyse the target with the default pipeline", {})
+        (out,) = self.swap(source.payload["source"], target_crop[None])
+        points = align.apply(matrix, target_face.landmarks)[:, :2]
+        mask, keep, region = face_masks(points, self.spec.size, options.feature_degree / 100.0)
+        return RenderedFace(crop=out, target_crop=target_crop, mask=mask, matrix=matrix, keep_target=keep,
+                            region=region)
 
 
 def model_file(store: ModelStore, name: str, path: Path | None, allow_unknown: bool) -> Path:
@@ -183,9 +177,7 @@ class SwapperFiles:
 
 
 def make_swapper(name: str, store: ModelStore, runtime: Runtime, files: SwapperFiles | None = None) -> SwapperEngine:
-    if name not in SWAPPERS:
-        raise FacefuseError(ErrorCode.INVALID_OPTION, f"unknown swapper '{name}'",
-                            f"choose one of: {', '.join(SWAPPERS)}", {"engine": name})
+    """``name`` is a row of the swapper table (the engine table checked it: :func:`engine_table.make_engine`)."""
     files = files or SwapperFiles()
     spec = SWAPPERS[name]
     path = model_file(store, name, files.model, files.allow_unknown)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis.quality import ARCFACE_112
+from ..geometry.align import ARCFACE_112
 from ..errors import ErrorCode, FacefuseError
 from ..geometry import align
 

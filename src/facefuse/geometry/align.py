@@ -5,6 +5,18 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
+# The ArcFace 112×112 template (InsightFace's ``arcface_dst``): the five key points every alignment starts from —
+# the gate's sharpness frame, the swappers' templates (fusion/templates.py), and the mesh engine's crop.
+ARCFACE_112 = np.array([[38.2946, 51.6963], [73.5318, 51.5014], [56.0252, 71.7366],
+                        [41.5493, 92.3655], [70.7299, 92.2041]], dtype=np.float32)
+CROP_FACE_SCALE = 0.55  # the ArcFace template shrunk so the whole head and its surroundings fit in the crop
+
+
+def crop_template(size: int) -> np.ndarray:
+    """The five key points' places in the aligned crop of side ``size`` that the mesh engine renders in and the
+    segmenter reads (so their masks line up by a pure scale)."""
+    return (ARCFACE_112 - 56.0) * (size / 112.0) * CROP_FACE_SCALE + size / 2.0
+
 
 def similarity(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     """2×3 least-squares similarity (rotation, uniform scale, shift) mapping ``src`` points onto ``dst``.

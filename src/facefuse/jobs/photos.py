@@ -1,9 +1,9 @@
 """A batch of photos: one source fused into many targets, each output written whole, failures kept per photo.
 
 Shared by the service's job runner and ``facefuse batch``, so both skip finished items the same way, write the same
-file names and report the same per-item error codes. The source is analysed once (the Fuser's content-keyed
-analysis cache serves it to every item); a problem with the source ends the whole batch, a problem with one
-target only that item.
+file names and report the same per-item error codes. The source goes through its slice of the pipeline once
+(:meth:`~facefuse.pipeline.Fuser.prepare`: analysed, gated, restored, the engine's payload made) and every target
+reuses it; a problem with the source ends the whole batch, a problem with one target only that item.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from pathlib import Path
 from ..errors import ErrorCode, FacefuseError
 from ..fusion.engine import FusionOptions
 from ..imageio import ImageInput
-from ..pipeline import Fuser
-from .files import atomic_output, write_atomic
+from ..pipeline import Encoding, Fuser
+from ..files import atomic_output, write_atomic
 
 log = logging.getLogger("facefuse.jobs")
 
@@ -51,14 +51,15 @@ def fuse_photos(fuser: Fuser, source: ImageInput, tasks: Iterable[PhotoTask], ou
     ``on_item(task, output_name | None, error | None)`` is called after each output is renamed into place.
     Errors about the source are raised (no item could succeed); errors about a target go to ``on_item``.
     """
+    prepared = fuser.prepare(source, options)
+    encoding = Encoding(fmt, quality)
     for task in tasks:
         if cancel is not None and cancel.is_set():
             return False
         try:
-            data = fuser.fuse(source, task.path, options).encode(fmt, quality)
+            data = fuser.fuse_prepared(prepared, task.path, options, encoding).data
+            assert data is not None
         except FacefuseError as exc:
-            if exc.details.get("image") == "source":
-                raise
             on_item(task, None, exc)
             continue
         except Exception as exc:  # one odd photo must not end a batch of hundreds; the log keeps the trace

@@ -7,7 +7,11 @@ segment. The result file is renamed into place before the job is marked done, so
 whole result and a killed one never shows a partial file.
 
 Stopping the service interrupts running jobs without changing their state, so they resume at the next start;
-cancelling a job (``DELETE``) marks it cancelled first, and its files go once its worker has let go of them.
+deleting a job (``DELETE``) removes its row at once (it answers 404 from then on), interrupts its worker, and its
+files go once that worker has let go of them: nothing of a deleted job stays on disk.
+
+Photo and video jobs have workers of their own (``workers`` and ``video_workers``), so a long video never holds
+up the photo jobs queued behind it.
 """
 
 from __future__ import annotations
@@ -24,9 +28,9 @@ from ..errors import ErrorCode, FacefuseError
 from ..fusion.engine import FusionOptions
 from ..pipeline import Fuser
 from ..video.options import VideoOptions
-from .files import remove_tree
 from .metrics import JobMetrics
 from .photos import PhotoTask, fuse_photos, write_zip
+from .space import JobSpace, estimate_bytes
 from .store import ACTIVE, JobKind, JobRecord, JobState, JobStore
 
 log = logging.getLogger("facefuse.jobs")
@@ -57,61 +61,77 @@ class JobRunner:
     """``start()`` resumes what a previous process left; ``submit(id)`` queues a new job; ``stop()`` interrupts."""
 
     def __init__(self, store: JobStore, fuser: Callable[[], Fuser | None], *, workers: int = 1,
-                 metrics: JobMetrics | None = None, clean_every_s: float = 60.0) -> None:
+                 video_workers: int = 1, space: JobSpace | None = None, metrics: JobMetrics | None = None,
+                 clean_every_s: float = 60.0) -> None:
         self.store = store
         self._fuser = fuser  # None until the models are loaded; workers wait for it
+        self.space = space
         self.metrics = metrics
         self.clean_every_s = clean_every_s
-        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._queues: dict[JobKind, queue.Queue[str | None]] = {kind: queue.Queue() for kind in JobKind}
         self._running: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._threads = [threading.Thread(target=self._work, name=f"job-worker-{i}", daemon=True)
-                         for i in range(workers)]
-        self._threads.append(threading.Thread(target=self._clean, name="job-cleaner", daemon=True))
+        lanes = {JobKind.PHOTOS: workers, JobKind.VIDEO: video_workers}
+        self._workers = [(self._queues[kind], threading.Thread(target=self._work, args=(self._queues[kind],),
+                                                               name=f"job-{kind.value}-worker-{i}", daemon=True))
+                         for kind, count in lanes.items() for i in range(count)]
+        self._cleaner = threading.Thread(target=self._clean, name="job-cleaner", daemon=True)
 
     def start(self) -> None:
         self.store.expire_due()
         self.store.remove_orphans()
-        for job_id in self.store.resumable():
-            self._queue.put(job_id)
-        for thread in self._threads:
+        for record in self.store.resumable():
+            if self.space is not None:  # admitted before the restart: its reservation is taken again, never refused
+                self.space.reserve(record.id, self._estimate(record), force=True)
+            self._queues[record.kind].put(record.id)
+        for _, thread in self._workers:
             thread.start()
+        self._cleaner.start()
 
-    def submit(self, job_id: str) -> None:
-        self._queue.put(job_id)
+    def _estimate(self, record: JobRecord) -> int:
+        inputs = sorted((self.store.folder(record.id) / "in").glob("[0-9]*"))
+        try:
+            return estimate_bytes(record.kind, self.store.source_path(record.id).read_bytes(),
+                                  [path.read_bytes() for path in inputs],
+                                  JobOptions.from_dict(record.options).image_format)
+        except (OSError, FacefuseError):  # unreadable inputs: the job fails when it runs, and says why
+            return 0
+
+    def submit(self, job_id: str, kind: JobKind) -> None:
+        self._queues[kind].put(job_id)
 
     def stop(self, timeout_s: float = 30.0) -> None:
         self._stopping.set()
         with self._lock:
             for event in self._running.values():
                 event.set()
-        for _ in self._threads:
-            self._queue.put(None)
-        for thread in self._threads:
+        for jobs, _ in self._workers:
+            jobs.put(None)
+        for thread in (*(thread for _, thread in self._workers), self._cleaner):
             thread.join(timeout_s)
 
-    def cancel(self, job_id: str) -> JobState | None:
-        """Cancels an active job, or deletes a finished one; returns the state it had (None: unknown job)."""
-        before = self.store.cancel(job_id)
+    def delete(self, job_id: str) -> JobState | None:
+        """Deletes a job in any state; returns the state it had (None: unknown job). A running job is interrupted
+        and its worker removes the files once it has stopped writing them (see :meth:`_run`)."""
+        before = self.store.delete(job_id)
         if before is None:
             return None
-        if before not in ACTIVE:
-            self.store.delete(job_id)
-            return before
         with self._lock:
             event = self._running.get(job_id)
         if event is not None:
-            event.set()  # its worker removes the files once it has stopped writing them
+            event.set()
         else:
-            remove_tree(self.store.folder(job_id))
+            self.store.remove_files(job_id)
+        if self.space is not None:
+            self.space.release(job_id)
         return before
 
     # ---- workers ------------------------------------------------------------------------------------------------
 
-    def _work(self) -> None:
+    def _work(self, jobs: queue.Queue[str | None]) -> None:
         while True:
-            job_id = self._queue.get()
+            job_id = jobs.get()
             if job_id is None:
                 return
             fuser = self._wait_for_fuser()
@@ -164,9 +184,13 @@ class JobRunner:
         finally:
             with self._lock:
                 self._running.pop(job_id, None)
-            after = self.store.get(job_id)
-            if after is not None and after.state is JobState.CANCELLED:
-                remove_tree(self.store.folder(job_id))
+            after = self.store.get(job_id)  # read after leaving _running: see delete()
+            if after is None:
+                self.store.remove_files(job_id)
+            elif after.state not in ACTIVE:
+                self.store.keep_result_only(job_id)
+            if self.space is not None and (after is None or after.state not in ACTIVE):
+                self.space.release(job_id)
 
     def _finish(self, record: JobRecord, state: JobState, *, result: str | None = None,
                 error: FacefuseError | None = None, warnings: Sequence[str] = ()) -> None:
@@ -202,6 +226,8 @@ class JobRunner:
                            on_item, interrupt):
             return
         items = self.store.items(record.id)
+        if not items:  # deleted meanwhile
+            return
         outputs = [(i.output, out_dir / i.output) for i in items if i.state == "done" and i.output]
         errors = [i.to_dict() for i in items if i.state == "failed"]
         if not outputs:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FacefuseError
-from .files import remove_tree, sync_dir, tree_bytes, write_synced
+from .files import remove_tree, sync_dir, write_synced
 
 
 class JobState(str, Enum):
@@ -39,7 +39,7 @@ class JobState(str, Enum):
     RUNNING = "running"
     DONE = "done"
     FAILED = "failed"
-    CANCELLED = "cancelled"
+    CANCELLED = "cancelled"  # rows written by versions whose DELETE kept a cancelled job; DELETE now removes it
     EXPIRED = "expired"
 
 
@@ -135,8 +135,9 @@ class JobRecord:
             return 100.0
         return round(100.0 * self.frames_done / self.frames_total, 1) if self.frames_total else 0.0
 
-    def to_dict(self, items: Sequence[JobItem] = ()) -> dict[str, Any]:
-        failed = [item.to_dict() for item in items if item.state == "failed"]
+    def to_dict(self, items: Sequence[JobItem] = (), errors: Sequence[JobItem] = ()) -> dict[str, Any]:
+        """The job as ``GET /v1/jobs/{id}`` shows it; ``items`` and ``errors`` are the page of items and of failed
+        items the caller chose (a 10,000-photo job is never listed whole)."""
         return {
             "id": self.id, "kind": self.kind.value, "state": self.state.value,
             "created_at": self.created, "started_at": self.started, "finished_at": self.finished,
@@ -145,7 +146,7 @@ class JobRecord:
                          "fps": None if self.fps is None else round(self.fps, 2),
                          "eta_s": None if self.eta_s is None else round(self.eta_s, 1)},
             "items": [item.to_dict() for item in items],
-            "errors": failed,
+            "errors": [item.to_dict() for item in errors],
             "error": self.error,
             "warnings": self.warnings,
             "options": self.options,
@@ -224,9 +225,14 @@ class JobStore:
             for partial in folder.glob(".part-*"):
                 partial.unlink(missing_ok=True)
 
-    def usage_bytes(self) -> int:
-        """Bytes of job data on disk (inputs, partial and finished outputs), the database not included."""
-        return sum(tree_bytes(entry) for entry in self.root.iterdir() if entry.is_dir())
+    def keep_result_only(self, job_id: str) -> None:
+        """A finished job needs only its result: its inputs, the photo outputs (now inside the zip) and the video
+        segments go, so the disk holds what the client can still download."""
+        for folder in ("in", "out", "work"):
+            remove_tree(self.folder(job_id) / folder)
+
+    def remove_files(self, job_id: str) -> None:
+        remove_tree(self.folder(job_id))
 
     def remove_orphans(self) -> None:
         """Folders with no job row: uploads cut off by a crash before their row was written, or leftovers."""
@@ -238,11 +244,15 @@ class JobStore:
 
     # ---- jobs ---------------------------------------------------------------------------------------------------
 
+    @staticmethod
+    def new_id() -> str:
+        return uuid.uuid4().hex
+
     def create(self, kind: JobKind, options: dict[str, Any], source: bytes,
-               targets: Sequence[tuple[str, bytes]]) -> JobRecord:
+               targets: Sequence[tuple[str, bytes]], job_id: str | None = None) -> JobRecord:
         """Writes the inputs, then the row: a crash in between leaves only an orphan folder, never a job without
-        its files."""
-        job_id = uuid.uuid4().hex
+        its files. ``job_id`` is one from :meth:`new_id` the caller already reserved disk under."""
+        job_id = job_id or self.new_id()
         partial = self.root / f".{job_id}.partial"
         (partial / "in").mkdir(parents=True)
         write_synced(partial / "in" / "source", source)  # the hidden folder, renamed at the end, is the atomic unit
@@ -265,16 +275,27 @@ class JobStore:
             row = self._db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
         return _record(row) if row else None
 
-    def items(self, job_id: str) -> list[JobItem]:
+    def items(self, job_id: str, offset: int = 0, limit: int = -1, state: str | None = None) -> list[JobItem]:
+        """The job's items in order, ``limit`` of them from ``offset`` (-1: all), only those in ``state`` if given."""
+        query = "SELECT * FROM items WHERE job_id = ?" + (" AND state = ?" if state else "")
         with self._lock:
-            rows = self._db.execute("SELECT * FROM items WHERE job_id = ? ORDER BY idx", (job_id,)).fetchall()
+            rows = self._db.execute(query + " ORDER BY idx LIMIT ? OFFSET ?",
+                                    (job_id, *([state] if state else []), limit, offset)).fetchall()
         return [_item(row) for row in rows]
 
-    def resumable(self) -> list[str]:
+    def item_counts(self, job_id: str) -> dict[str, int]:
+        """How many of the job's items are pending, done and failed."""
+        with self._lock:
+            rows = self._db.execute("SELECT state, COUNT(*) FROM items WHERE job_id = ? GROUP BY state",
+                                    (job_id,)).fetchall()
+        found = {state: count for state, count in rows}
+        return {state: found.get(state, 0) for state in ("pending", "done", "failed")}
+
+    def resumable(self) -> list[JobRecord]:
         """Jobs to (re)start, oldest first: queued ones, and those a stopped or killed process left running."""
         with self._lock:
-            rows = self._db.execute("SELECT id FROM jobs WHERE state IN ('queued', 'running') ORDER BY created")
-            return [row[0] for row in rows]
+            rows = self._db.execute("SELECT * FROM jobs WHERE state IN ('queued', 'running') ORDER BY created")
+            return [_record(row) for row in rows]
 
     def counts(self) -> dict[str, int]:
         with self._lock:
@@ -318,23 +339,15 @@ class JobStore:
                  now, now + self.retention_s, job_id)).rowcount
         return changed == 1
 
-    def cancel(self, job_id: str) -> JobState | None:
-        """Marks an active job cancelled and returns the state it had (None for an unknown job)."""
-        now = time.time()
+    def delete(self, job_id: str) -> JobState | None:
+        """Removes the job's rows and returns the state it had (None for an unknown job); its files are the
+        caller's to remove once no worker writes them (:meth:`JobRunner.delete`)."""
         with self._tx() as db:
             row = db.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
             if row is None:
                 return None
-            before = JobState(row[0])
-            if before in ACTIVE:
-                db.execute("UPDATE jobs SET state = 'cancelled', finished = ?, expires = ?, eta_s = NULL "
-                           "WHERE id = ?", (now, now + self.retention_s, job_id))
-        return before
-
-    def delete(self, job_id: str) -> None:
-        with self._tx() as db:
             db.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
-        remove_tree(self.folder(job_id))
+        return JobState(row[0])
 
     def expire_due(self, now: float | None = None) -> list[str]:
         """Finished jobs past their retention become ``expired`` and lose their files; their rows stay so a

@@ -9,6 +9,8 @@ from then on.
 
 from __future__ import annotations
 
+import threading
+
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
@@ -261,16 +263,20 @@ class ModelRegistry:
         if entries is None:
             entries = _ENTRIES + swapper_entries()
         self._entries: dict[str, ModelEntry] = {}
+        self._lock = threading.Lock()  # get() adds precision variants on first use, from several threads at once
         for entry in entries:
             self.add(entry)
 
     def add(self, entry: ModelEntry) -> None:
-        self._entries[entry.name] = entry
+        with self._lock:
+            self._entries = {**self._entries, entry.name: entry}  # readers iterate a dict nobody changes
 
     def get(self, name: str) -> ModelEntry:
         base, _, precision = name.partition("@")
         if precision in {p.value for p in Precision.variants()} and name not in self._entries and base in self._entries:
-            self.add(precision_variant(self._entries[base], precision))
+            with self._lock:
+                if name not in self._entries:
+                    self._entries = {**self._entries, name: precision_variant(self._entries[base], precision)}
         try:
             return self._entries[name]
         except KeyError:

@@ -23,6 +23,7 @@ import onnx
 
 from ..config import Precision, StoreConfig
 from ..errors import ErrorCode, FacefuseError
+from ..files import write_atomic
 from .download import DigestMismatch, fetch, place, sha256_of
 from .registry import (DerivedSource, ModelEntry, ModelRegistry, PackageSource, UrlSource, WheelSource,
                        precision_variant, variant_name)
@@ -61,18 +62,10 @@ def read_sidecar(path: Path) -> Sidecar | None:
         return Sidecar(lines[0].split()[0])  # an older sidecar: the digest only, so the file is hashed again
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=".part-")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.chmod(tmp_name, 0o644)
-    os.replace(tmp_name, path)
-
-
 def write_sidecar(path: Path, digest: str) -> None:
     stat = path.stat()
-    atomic_write_text(path.with_name(path.name + ".sha256"),
-                      f"{digest}  {path.name}\n# size={stat.st_size} mtime_ns={stat.st_mtime_ns}\n")
+    write_atomic(path.with_name(path.name + ".sha256"),
+                 f"{digest}  {path.name}\n# size={stat.st_size} mtime_ns={stat.st_mtime_ns}\n".encode())
 
 
 @dataclass(frozen=True)
@@ -87,7 +80,7 @@ class ModelStore:
     """Resolves a model name to a verified local file, fetching it if needed and allowed."""
 
     def __init__(self, config: StoreConfig | None = None, registry: ModelRegistry | None = None) -> None:
-        self.config = config or StoreConfig()
+        self.config = config or StoreConfig.from_env()
         self.registry = registry or ModelRegistry()
         self._clean_stale_temporaries()
 
@@ -163,7 +156,7 @@ class ModelStore:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         final = self._install_file(entry, path, copy=True)
         for suffix, text in (extras or {}).items():
-            atomic_write_text(final.with_name(final.name + suffix), text)
+            write_atomic(final.with_name(final.name + suffix), text.encode())
         return final
 
     def ensure_precision(self, name: str, precision: str | Precision) -> Path:

@@ -21,6 +21,7 @@ from ..analysis.types import Face
 from ..config import QualityConfig
 from ..errors import ErrorCode, FacefuseError
 from ..fusion.engine import FusionOptions, SourceFace
+from ..geometry.align import aligned_crop
 from ..fusion.recognizer import RECOGNIZERS, Recognizer
 from ..fusion.swappers import SWAPPERS, SwapperEngine, SwapperFiles, make_swapper
 from ..models import ModelStore, Task
@@ -81,7 +82,12 @@ def _swapper_driver(name: str, store: ModelStore, runtime: Runtime, model_path: 
         if not identity:
             identity.append(reference.prepare_source(sample.image, sample.faces[0]))
         engine = SwapperEngine(name, session, reference.recognizer, reference.converter, reference.emap)
-        return [r.crop for r in engine.render_many(identity[0], sample.image, sample.faces, FusionOptions())]
+        options = FusionOptions()
+        crops = []
+        for face in sample.faces:
+            matrix, size = engine.crop_matrix(face, options)
+            crops.append(engine.render(identity[0], aligned_crop(sample.image, matrix, size), matrix, face, options).crop)
+        return crops
 
     return run
 

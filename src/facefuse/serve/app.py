@@ -23,13 +23,14 @@ from ..config import StoreConfig
 from .backend import FusionBackend, LocalBackend
 from .http_errors import install_error_handlers
 from .jobs_routes import jobs_api
+from .live_routes import live_api
 from .metrics import ServiceMetrics
-from .middleware import HeadAsGet, HostAllowList, RequestContext
+from .middleware import HeadAsGet, HostCheck, RequestContext
 from .openapi import install_openapi
 from .routes import api, ops
 from .settings import ServeSettings
 from .state import ServiceState
-from .web import WEB_DIR
+from .web import WEB_DIR, page_assets
 
 
 class SecurityHeaders:
@@ -68,7 +69,7 @@ def create_app(settings: ServeSettings | None = None, *, store: StoreConfig | No
     """The service; ``backend`` runs the models (default: :class:`LocalBackend`, this process). The Ray Serve
     ingress passes a ``RayBackend`` here — every route, limit and error is the same either way."""
     settings = settings or ServeSettings()
-    store = store or StoreConfig()
+    store = store or StoreConfig.from_env()
     metrics = ServiceMetrics(settings.max_batch)
     state = ServiceState(settings=settings, store=store, metrics=metrics,
                          backend=backend or LocalBackend(settings, store))
@@ -90,6 +91,8 @@ def create_app(settings: ServeSettings | None = None, *, store: StoreConfig | No
     app.include_router(api)
     app.include_router(ops)
     app.include_router(jobs_api)  # batch jobs, with their own lifespan (runner start/stop)
+    app.include_router(live_api)  # the live camera WebSocket, with its session slots
+    app.include_router(page_assets)  # /favicon.ico
     app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
     _serve_docs_offline(app)
     keyed = {route.path for router in (api, jobs_api) for route in router.routes if isinstance(route, APIRoute)}
@@ -99,8 +102,7 @@ def create_app(settings: ServeSettings | None = None, *, store: StoreConfig | No
                            allow_headers=["Authorization", "Content-Type", "X-Request-ID"],
                            expose_headers=["Server-Timing", "X-Request-ID", "Retry-After"])
     app.add_middleware(SecurityHeaders)
-    if settings.hosts_accepted is not None:
-        app.add_middleware(HostAllowList, hosts=settings.hosts_accepted)
+    app.add_middleware(HostCheck, hosts=settings.hosts_accepted)
     app.add_middleware(HeadAsGet)
     app.add_middleware(RequestContext, metrics=metrics)
     return app

@@ -43,10 +43,10 @@ class FusionBackend(Protocol):
     def readiness(self) -> dict[str, Any]:
         """What ``/readyz`` shows once every part is ready; raises NOT_READY (with the reason) before."""
 
-    async def fuse(self, job: work.FuseJob, *, deadline: float,
+    async def fuse(self, asked: work.FuseRequest, *, deadline: float,
                    disconnected: Disconnected) -> Outcome[work.FuseAnswer]: ...
 
-    async def detect(self, job: work.DetectJob, *, deadline: float,
+    async def detect(self, asked: work.DetectRequest, *, deadline: float,
                      disconnected: Disconnected) -> Outcome[dict[str, Any]]: ...
 
     async def models(self) -> dict[str, Any]: ...
@@ -120,7 +120,7 @@ class LocalBackend:
         settings = self.settings
         self.scheduler = RequestScheduler(workers=settings.workers, max_batch=settings.max_batch,
                                           max_wait_ms=settings.max_wait_ms, queue_size=settings.queue_size,
-                                          metrics=metrics)
+                                          deadline_s=settings.deadline_s, metrics=metrics)
         self.scheduler.start()
         self._loading = asyncio.get_running_loop().run_in_executor(None, self._load, metrics)
 
@@ -151,15 +151,15 @@ class LocalBackend:
         return {"ready_after_s": round(self.ready_after_s or 0.0, 3),
                 "queue": {"pending": scheduler.pending, "size": self.settings.queue_size}}
 
-    async def fuse(self, job: work.FuseJob, *, deadline: float,
+    async def fuse(self, asked: work.FuseRequest, *, deadline: float,
                    disconnected: Disconnected) -> Outcome[work.FuseAnswer]:
         fuser, scheduler = self._ready()
-        return await scheduler.run(lambda: work.fuse(fuser, job), deadline=deadline, disconnected=disconnected)
+        return await scheduler.run(lambda: work.fuse(fuser, asked), deadline=deadline, disconnected=disconnected)
 
-    async def detect(self, job: work.DetectJob, *, deadline: float,
+    async def detect(self, asked: work.DetectRequest, *, deadline: float,
                      disconnected: Disconnected) -> Outcome[dict[str, Any]]:
         fuser, scheduler = self._ready()
-        return await scheduler.run(lambda: work.detect_report(fuser.analyze(job.image, job.role), job.role),
+        return await scheduler.run(lambda: work.detect_report(fuser, asked.image, asked.role),
                                  deadline=deadline, disconnected=disconnected)
 
     async def models(self) -> dict[str, Any]:

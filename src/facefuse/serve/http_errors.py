@@ -18,28 +18,23 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.routing import BaseRoute, Match
 
-from ..errors import ErrorCode, FacefuseError
+from ..errors import ERROR_TABLE, ErrorCode, FacefuseError
 from ..schema import validation_problems
 from .scheduler import ClientGone
 
 log = logging.getLogger("facefuse.serve")
 
-CLIENT_CLOSED = 499  # nginx's convention: the client went away before its answer; only the metrics see it
+# the client went away before its answer (nginx's 499, the table's CANCELLED); only the metrics see it
+CLIENT_CLOSED = ERROR_TABLE[ErrorCode.CANCELLED].http_status
 
-_FRAMEWORK_CODES = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED, 401: ErrorCode.UNAUTHORIZED}
-
-
-# Answered before the body was read (or while it was being refused): the connection is closed rather than kept
-# alive, so the server does not have to read and discard what the client is still sending.
-_CLOSE_AFTER = {ErrorCode.UNAUTHORIZED, ErrorCode.IMAGE_TOO_LARGE, ErrorCode.UPLOAD_TIMEOUT}
-
-# Errors whose messages can carry server paths, mirror folders or pip output: logged in full, answered by code.
-_SERVER_SIDE = {ErrorCode.MODEL_MISSING, ErrorCode.MODEL_CORRUPT, ErrorCode.MODEL_MISMATCH, ErrorCode.INTERNAL}
+# the framework's own refusals, by status, as the table's codes
+_FRAMEWORK_CODES = {ERROR_TABLE[code].http_status: code
+                    for code in (ErrorCode.NOT_FOUND, ErrorCode.METHOD_NOT_ALLOWED, ErrorCode.UNAUTHORIZED)}
 
 
 def public(exc: FacefuseError) -> FacefuseError:
     """What a client may see of ``exc``: model and internal errors lose their message details (paths)."""
-    if exc.code not in _SERVER_SIDE:
+    if not exc.kind.server_side:
         return exc
     return FacefuseError(exc.code, "a model this server needs is not usable" if exc.code is not ErrorCode.INTERNAL
                          else "unexpected error on the server", "the operator can find the cause in the server log")
@@ -52,7 +47,7 @@ def error_response(exc: FacefuseError, request_id: str | None = None,
         headers["Retry-After"] = str(exc.details.get("retry_after_s", 1))
     if exc.code is ErrorCode.UNAUTHORIZED:
         headers["WWW-Authenticate"] = "Bearer"
-    if exc.code in _CLOSE_AFTER:
+    if exc.kind.closes_connection:
         headers["Connection"] = "close"
     if request_id:
         headers["X-Request-ID"] = request_id
@@ -66,7 +61,7 @@ def _request_id(request: Request) -> str | None:
 
 async def _facefuse_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, FacefuseError)
-    if exc.code in _SERVER_SIDE:
+    if exc.kind.server_side:
         log.error("request %s: %s", _request_id(request), exc)
     return error_response(public(exc), _request_id(request))
 

@@ -8,26 +8,29 @@ factory only includes it. Same API key, body limit and error shape as every ``/v
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.responses import FileResponse, JSONResponse
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from ..errors import ErrorCode, FacefuseError
-from ..imageio import output_format
+from ..imageio import check_header, declared_pixels, output_format
 from ..jobs import IntakeLimits, JobKind, JobOptions, JobRecord, JobRunner, JobState, JobStore, classify_targets
+from ..jobs.intake import is_video, is_zip
 from ..jobs.metrics import JobMetrics
-from ..schema import Scope, fields_of, invalid_options
+from ..jobs.space import JobSpace, estimate_bytes
+from ..schema import invalid_options
 from ..video.options import VideoOptions
 from .backend import LocalBackend
-from .openapi import without_null
+from .openapi import VIDEO_FIELDS, job_request_body
 from .routes import require_key, service
 from .state import ServiceState
 from .uploads import (
@@ -42,7 +45,8 @@ from .uploads import (
 )
 
 _JOB_ID = re.compile(r"^[0-9a-f]{32}$")
-_VIDEO_FIELDS = tuple(fields_of(VideoOptions, Scope.REQUEST))
+_PAGE = 100  # items a job answer lists unless asked otherwise: a 10,000-photo job answers in ~20 KB, not 5 MB
+_MAX_PAGE = 1000
 _MEDIA = {"result.zip": "application/zip", "result.mp4": "video/mp4"}
 
 
@@ -51,7 +55,7 @@ class JobService:
     store: JobStore
     runner: JobRunner
     limits: IntakeLimits
-    max_disk_bytes: int
+    space: JobSpace
 
 
 @asynccontextmanager
@@ -64,11 +68,13 @@ async def jobs_lifespan(app: FastAPI) -> AsyncIterator[None]:
         return
     settings = state.settings
     store = JobStore(settings.jobs_root(state.store.home), settings.job_retention_hours * 3600)
+    space = JobSpace(store, settings.job_max_disk_bytes)
     runner = JobRunner(store, lambda: backend.fuser, workers=settings.job_workers,
+                       video_workers=settings.job_video_workers, space=space,
                        metrics=JobMetrics(state.metrics.registry, store),
                        clean_every_s=min(60.0, settings.job_retention_hours * 3600 / 4))
     runner.start()
-    app.state.jobs = JobService(store, runner, settings.intake_limits(), settings.job_max_disk_bytes)
+    app.state.jobs = JobService(store, runner, settings.intake_limits(), space)
     try:
         yield
     finally:
@@ -89,25 +95,6 @@ def _jobs(request: Request) -> JobService:
     return jobs
 
 
-_ERRORS = {status: {"description": text} for status, text in {
-    400: "malformed request, bad option or bad zip", 401: "missing or wrong API key", 404: "no such job",
-    409: "the job has not finished (JOB_NOT_DONE)", 410: "the job expired and its files were deleted",
-    413: "body, zip or item count over its limit", 503: "models still loading",
-    507: "the jobs' disk budget is used up (STORAGE_FULL)"}.items()}
-
-def _request_body() -> dict[str, Any]:
-    """OpenAPI: the multipart body — the two file fields, /v1/fuse's option fields and the video fields."""
-    options = FuseOptionsIn.model_json_schema()
-    video = {name: schema for name, schema in VideoOptions.model_json_schema()["properties"].items()
-             if name in _VIDEO_FIELDS}
-    binary = {"type": "string", "format": "binary"}
-    schema = {"type": "object", "required": ["source", "targets"], "properties": {
-        "source": {**binary, "description": "the photo whose face is used"},
-        "targets": {"type": "array", "items": binary, "minItems": 1,
-                    "description": "photos, zips of photos, or exactly one video (repeat the field)"},
-        **{name: without_null(value) for name, value in options.get("properties", {}).items()}, **video}}
-    return {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": schema}}}}
-
 
 jobs_api = APIRouter(prefix="/v1/jobs", dependencies=[Depends(require_key)], tags=["jobs"], lifespan=jobs_lifespan)
 
@@ -121,20 +108,31 @@ class JobUpload:
 
 def parse_job(request: Request, body: bytes, state: ServiceState, max_items: int) -> JobUpload:
     """multipart/form-data: one ``source`` file, ``targets`` files (repeat the field), and the option fields of
-    ``POST /v1/fuse`` (validated by the same request model, from the same server defaults)."""
+    ``POST /v1/fuse`` (validated by the same request model, from the same server defaults); booleans are
+    ``true``/``false`` only, in the video fields too."""
     media_type = _media_type(request)
     if media_type != "multipart/form-data":
         raise _unsupported_body(media_type)
-    parts = multipart_parts(body, request.headers["content-type"], max_parts=max_items + 16)
+    form_model = state.fuse_models[0]
+    fields_allowed = len(form_model.model_fields) + len(VIDEO_FIELDS) + 1  # the options and the source
+    parts = multipart_parts(body, request.headers["content-type"], max_parts=max_items + fields_allowed)
     targets = [(p.filename or f"target-{i + 1}", bytes(p.data)) for i, p in enumerate(parts) if p.name == "targets"]
+    for part in parts:
+        if part.name == "targets" and not part.filename and not _sniffable(bytes(part.data)):
+            raise FacefuseError(ErrorCode.BAD_REQUEST, "a 'targets' field holds text, not a file",
+                                "send each photo, zip or video as a file", {"field": "targets"})
     fields = unique_fields([p for p in parts if p.name != "targets"])
     if "source" not in fields:
         raise FacefuseError(ErrorCode.BAD_REQUEST, "the 'source' photo is missing",
                             "send it as a file field named 'source'", {"field": "source"})
+    try:  # a job whose source is no photo could only fail: refused now, with the error fusion would give
+        check_header(fields["source"], state.settings.image_limits())
+    except FacefuseError as exc:
+        raise exc.about("source") from None
     texts = _text_fields(fields, ("source",))
     # the request fields of `facefuse video`, checked by their own model; photo jobs ignore them
-    video = VideoOptions(**{name: texts.pop(name) for name in list(texts) if name in _VIDEO_FIELDS})
-    form_model = state.fuse_models[0]
+    video = VideoOptions(**form_values(VideoOptions, {name: texts.pop(name) for name in list(texts)
+                                                      if name in VIDEO_FIELDS}))
     try:
         given = form_model.model_validate(form_values(form_model, texts))
     except ValidationError as exc:
@@ -144,17 +142,44 @@ def parse_job(request: Request, body: bytes, state: ServiceState, max_items: int
     return JobUpload(fields["source"], targets, options)
 
 
-def _check_disk(jobs: JobService, incoming: int) -> None:
-    """Refuses a job whose inputs plus outputs of about the same size would pass the disk budget."""
-    used = jobs.store.usage_bytes()
-    if used + 2 * incoming > jobs.max_disk_bytes:
-        raise FacefuseError(ErrorCode.STORAGE_FULL, "the server's space for jobs is used up",
-                            "download and delete finished jobs, or try again after older ones expire",
-                            {"used_bytes": used, "needed_bytes": 2 * incoming, "max_bytes": jobs.max_disk_bytes})
+def _sniffable(data: bytes) -> bool:
+    """Whether a part without a file name is still a photo, zip or video (some clients send files that way)."""
+    return declared_pixels(data) > 0 or is_zip(data) or is_video(data)
 
 
-def job_view(request: Request, record: JobRecord, jobs: JobService) -> dict[str, Any]:
-    view = record.to_dict(jobs.store.items(record.id) if record.kind is JobKind.PHOTOS else ())
+def admit(jobs: JobService, upload: JobUpload) -> JobRecord:
+    """Classifies the targets, reserves the job's disk (its inputs and estimated outputs, 507 when they do not fit)
+    and writes it; the reservation is given back if writing fails."""
+    kind, targets = classify_targets(upload.targets, jobs.limits)
+    options, size = upload.options, None
+    if kind is JobKind.VIDEO:
+        from ..video.io import inspect_video  # FFmpeg's libraries load only when a video arrives
+
+        size = inspect_video(targets[0][1])
+        if size.duration_s is None:  # a clip that does not say how long it is stops at the limit
+            video = options.video
+            end = min(video.end or math.inf, video.start + jobs.limits.max_video_s)
+            options = replace(options, video=video.model_copy(update={"end": end}))
+    job_id = jobs.store.new_id()
+    jobs.space.reserve(job_id, estimate_bytes(kind, upload.source, [data for _, data in targets],
+                                              options.image_format, size))
+    try:
+        return jobs.store.create(kind, options.to_dict(), upload.source, targets, job_id)
+    except BaseException:
+        jobs.space.release(job_id)
+        raise
+
+
+def job_view(request: Request, record: JobRecord, jobs: JobService, offset: int = 0,
+             limit: int = _PAGE) -> dict[str, Any]:
+    """The job with one page of its items, their counts and the first ``limit`` failed ones."""
+    photos = record.kind is JobKind.PHOTOS
+    items = jobs.store.items(record.id, offset, limit) if photos else []
+    errors = jobs.store.items(record.id, 0, limit, state="failed") if photos else []
+    counts = jobs.store.item_counts(record.id)
+    view = record.to_dict(items, errors)
+    view["items_page"] = {"offset": offset, "limit": limit, "total": sum(counts.values())}
+    view["summary"] = counts
     view["result_url"] = (str(request.url_for("job_result", job_id=record.id).path)
                           if record.state is JobState.DONE else None)
     return view
@@ -174,33 +199,34 @@ def _record(jobs: JobService, job_id: str) -> JobRecord:
                            "the fields of `facefuse video` (`start`, `end`, `every_n`, `crf`, `codec`…). Limits are server "
                            "settings: `--max-body-mb`, `--job-max-items`, `--job-max-unzipped-mb`, "
                            "`--job-max-disk-mb`; finished jobs are kept `--job-retention-hours`.",
-               responses={202: {"description": "the job, queued; poll `GET /v1/jobs/{id}`"}, **_ERRORS},
-               openapi_extra=_request_body())
+               responses={202: {"description": "the job, queued; poll `GET /v1/jobs/{id}`"}},
+               openapi_extra=job_request_body(FuseOptionsIn, IntakeLimits().max_items))
 async def create_job(request: Request) -> JSONResponse:
     state = service(request)
     state.require_ready()
     jobs, settings = _jobs(request), state.settings
     # the body counts against the service's upload budget until the job's files are written
-    async with state.uploads.body(request, settings.max_body_bytes, settings.upload_timeout_s) as body:
+    async with state.uploads.body(request, settings.max_body_bytes) as body:
         upload = await run_in_threadpool(parse_job, request, body, state, jobs.limits.max_items)
-        kind, targets = await run_in_threadpool(classify_targets, upload.targets, jobs.limits)
-        await run_in_threadpool(_check_disk, jobs, len(upload.source) + sum(len(d) for _, d in targets))
-        record = await run_in_threadpool(jobs.store.create, kind, upload.options.to_dict(), upload.source, targets)
-    jobs.runner.submit(record.id)
-    view = job_view(request, record, jobs)
+        record = await run_in_threadpool(admit, jobs, upload)
+    jobs.runner.submit(record.id, record.kind)
+    view = await run_in_threadpool(job_view, request, record, jobs)
     return JSONResponse(view, status_code=202, headers={"Location": f"/v1/jobs/{record.id}"})
 
 
-@jobs_api.get("/{job_id}", summary="A job's state, progress (%, frames/s, ETA) and per-item errors",
-              responses=_ERRORS)
-async def get_job(request: Request, job_id: str) -> dict[str, Any]:
+@jobs_api.get("/{job_id}", summary="A job's state, progress (%, frames/s, ETA), a page of its items and the "
+                                   "counts of all of them")
+async def get_job(request: Request, job_id: str,
+                  offset: int = Query(0, ge=0, le=2**31, description="first item of the page"),
+                  limit: int = Query(_PAGE, ge=1, le=_MAX_PAGE, description="items (and failed items) shown")
+                  ) -> dict[str, Any]:
     jobs = _jobs(request)
     # the database calls wait for a worker's write: off the event loop, so health checks never queue behind them
-    return await run_in_threadpool(lambda: job_view(request, _record(jobs, job_id), jobs))
+    return await run_in_threadpool(lambda: job_view(request, _record(jobs, job_id), jobs, offset, limit))
 
 
 @jobs_api.get("/{job_id}/result", name="job_result", summary="The finished job's video, or a zip of its photos",
-              responses={200: {"content": {"application/zip": {}, "video/mp4": {}}}, **_ERRORS})
+              responses={200: {"content": {"application/zip": {}, "video/mp4": {}}}})
 async def job_result(request: Request, job_id: str) -> FileResponse:
     jobs = _jobs(request)
     record = _record(jobs, job_id)
@@ -219,10 +245,12 @@ async def job_result(request: Request, job_id: str) -> FileResponse:
                         content_disposition_type="inline" if inline else "attachment")
 
 
-@jobs_api.delete("/{job_id}", summary="Cancel a job and delete its files", responses=_ERRORS)
+@jobs_api.delete("/{job_id}", summary="Cancel the job if it is still running, and delete it with its files",
+                 description="Afterwards the job no longer exists: `GET /v1/jobs/{id}` answers 404.")
 async def delete_job(request: Request, job_id: str) -> dict[str, Any]:
     jobs = _jobs(request)
     record = _record(jobs, job_id)
-    before = await run_in_threadpool(jobs.runner.cancel, record.id)
-    return {"id": job_id, "state": JobState.CANCELLED.value if before in (JobState.QUEUED, JobState.RUNNING)
-            else "deleted", "was": before.value if before else None, "deleted_at": time.time()}
+    before = await run_in_threadpool(jobs.runner.delete, record.id)
+    if before is None:  # deleted by another request meanwhile
+        raise FacefuseError(ErrorCode.NOT_FOUND, f"no job '{job_id}'", "deleted jobs are gone", {"job_id": job_id})
+    return {"id": job_id, "state": "deleted", "was": before.value, "deleted_at": time.time()}

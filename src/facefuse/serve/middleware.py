@@ -65,35 +65,48 @@ class RequestContext:
             self.metrics.latency.labels(route).observe(time.perf_counter() - start)
 
 
-class HostAllowList:
-    """Answers 400 to a request whose ``Host`` is not one this service serves (DNS-rebinding protection).
+class HostCheck:
+    """Answers 400 to a request with no single, well-formed ``Host`` header, or (with an allow-list) one naming a
+    host this service does not serve (DNS-rebinding protection).
 
     Why: a web page on another site can make a victim's browser resolve its own name to 127.0.0.1 and then call a
     service on loopback "same-origin"; the Host header still carries the attacker's name. With no API key that would
     expose the service, so by default a loopback-bound service without a key answers only loopback names
-    (``ServeSettings.hosts_accepted``).
+    (``ServeSettings.hosts_accepted``). The header is parsed strictly (RFC 9110 ``uri-host [":" port]``), so
+    ``localhost:80@evil.example`` is refused rather than read as ``localhost``; two Host headers are a 400 (RFC 9112
+    §3.2), whatever the allow-list.
     """
 
-    def __init__(self, app: ASGIApp, hosts: frozenset[str]) -> None:
+    def __init__(self, app: ASGIApp, hosts: frozenset[str] | None) -> None:
         self.app = app
         self.hosts = hosts
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and _host_name(dict(scope["headers"]).get(b"host", b"")) not in self.hosts:
-            response = error_response(FacefuseError(
-                ErrorCode.BAD_REQUEST, "this server does not answer for that host name",
-                "use the address the operator gave you, or ask them to add it to --allowed-hosts"))
-            await response(scope, receive, send)
-            return
+        if scope["type"] == "http":
+            problem = host_problem([value for name, value in scope["headers"] if name == b"host"], self.hosts)
+            if problem is not None:
+                await error_response(problem)(scope, receive, send)
+                return
         await self.app(scope, receive, send)
 
 
-def _host_name(header: bytes) -> str:
-    """``example.com:8000`` → ``example.com``; ``[::1]:8000`` → ``[::1]``."""
-    host = header.decode("latin-1").strip().lower()
-    if host.startswith("["):
-        return host.split("]", 1)[0] + "]"
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+_HOST = re.compile(r"^(?P<name>\[[0-9a-f:.]+\]|[a-z0-9_.-]+)(?::[0-9]{1,5})?$")
+
+
+def host_problem(values: list[bytes], hosts: frozenset[str] | None) -> FacefuseError | None:
+    """Why these Host header values cannot be answered (None: they can); ``hosts`` is the allow-list (None: any)."""
+    if len(values) != 1:
+        return FacefuseError(ErrorCode.BAD_REQUEST, f"the request has {len(values)} Host headers, not one",
+                             "send exactly one Host header (your HTTP client does this by itself)",
+                             {"host_headers": len(values)})
+    match = _HOST.match(values[0].decode("latin-1").strip().lower())
+    if match is None:
+        return FacefuseError(ErrorCode.BAD_REQUEST, "the Host header is not a host name with an optional port",
+                             "send 'Host: name' or 'Host: name:port'")
+    if hosts is not None and match["name"] not in hosts:
+        return FacefuseError(ErrorCode.BAD_REQUEST, "this server does not answer for that host name",
+                             "use the address the operator gave you, or ask them to add it to --allowed-hosts")
+    return None
 
 
 class HeadAsGet:

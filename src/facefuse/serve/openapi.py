@@ -25,6 +25,8 @@ from pydantic.json_schema import models_json_schema
 
 from ..errors import ERROR_TABLE, ErrorCode
 from ..imageio import MEDIA_TYPES, SUPPORTED_FORMATS
+from ..schema import Scope, fields_of
+from ..video.options import VideoOptions
 from .settings import ServeSettings
 
 _REF = "#/components/schemas/{model}"
@@ -151,6 +153,8 @@ class ModelInfo(BaseModel):
     name: str
     task: str
     licence: str
+    commercial_use: bool = Field(description="the model's licence permits commercial use (a deployment with "
+                                 "allow_noncommercial_models=false uses only these)")
     default: bool = Field(description="pulled by `facefuse models pull --default`")
     cached: bool = Field(description="in this server's model cache")
     description: str
@@ -173,6 +177,68 @@ class OptionsAnswer(BaseModel):
     engines: list[str]
 
 
+class JobProgress(BaseModel):
+    percent: float = Field(ge=0, le=100)
+    frames_done: int = Field(ge=0, description="photos or video frames finished")
+    frames_total: int = Field(ge=0, description="photos in the job, or the video's frames (from its container)")
+    fps: float | None = Field(description="photos or frames per second so far")
+    eta_s: float | None = Field(description="seconds left, estimated")
+
+
+class JobItem(BaseModel):
+    """One photo of a photo job."""
+
+    index: int = Field(ge=0)
+    name: str = Field(description="the upload's or the zip member's name (a label, never a path)")
+    state: Literal["pending", "done", "failed"]
+    output: str | None = Field(description="its file in the result zip")
+    error: ErrorObject | None
+
+
+class ItemsPage(BaseModel):
+    offset: int = Field(ge=0)
+    limit: int = Field(ge=1)
+    total: int = Field(ge=0, description="items in the job; ask for the next page with ?offset=")
+
+
+class ItemCounts(BaseModel):
+    pending: int = Field(ge=0)
+    done: int = Field(ge=0)
+    failed: int = Field(ge=0)
+
+
+class JobAnswer(BaseModel):
+    """A batch job: its state, progress, one page of its items (``?offset=&limit=``), the counts of all of them,
+    and the first failed ones."""
+
+    id: str
+    kind: Literal["photos", "video"]
+    state: Literal["queued", "running", "done", "failed", "cancelled", "expired"]
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    expires_at: float | None = Field(description="when its files are deleted (set once it is finished)")
+    progress: JobProgress
+    items: list[JobItem] = Field(description="the page of items asked for (photo jobs; empty for a video)")
+    items_page: ItemsPage
+    summary: ItemCounts
+    errors: list[JobItem] = Field(description="failed items, at most `limit` of them, in order")
+    error: ErrorObject | None = Field(description="why the whole job failed")
+    warnings: list[str]
+    options: dict[str, Any]
+    result_url: str | None = Field(description="where to download the result, once the job is done")
+
+
+class JobDeleted(BaseModel):
+    """``DELETE /v1/jobs/{id}``: the job was cancelled if it was still queued or running, and it and its files
+    are gone; ``GET`` on it answers 404 from now on."""
+
+    id: str
+    state: Literal["deleted"]
+    was: Literal["queued", "running", "done", "failed", "cancelled", "expired"]
+    deleted_at: float
+
+
 # -- which operation can answer what ---------------------------------------------------------------------------
 
 _UPLOAD = (ErrorCode.BAD_REQUEST, ErrorCode.INVALID_OPTION, ErrorCode.UPLOAD_TIMEOUT, ErrorCode.IMAGE_TOO_LARGE,
@@ -183,7 +249,7 @@ _FACES = (ErrorCode.NO_FACE, ErrorCode.FACE_TOO_SMALL, ErrorCode.POSE_TOO_LARGE,
           ErrorCode.TOO_BLURRY, ErrorCode.FACE_INDEX_OUT_OF_RANGE)
 
 # Error codes each operation can answer besides INTERNAL (any operation), UNAUTHORIZED (the key-protected routes,
-# when the server has a key) and BAD_REQUEST (any operation, when the server checks the Host header).
+# when the server has a key) and BAD_REQUEST (any operation: a missing, repeated or refused Host header).
 # A route missing here stops the document from being built, so a new route cannot go out undocumented.
 OPERATION_ERRORS: dict[tuple[str, str], tuple[ErrorCode, ...]] = {
     ("post", "/v1/fuse"): _UPLOAD + _FACES + _QUEUED_WORK,
@@ -296,6 +362,26 @@ def fuse_request_body(models: tuple[type[BaseModel], type[BaseModel]]) -> dict[s
     return request_body("Fuse", FUSE_PHOTOS, json_model, form)
 
 
+VIDEO_FIELDS = tuple(fields_of(VideoOptions, Scope.REQUEST))  # the fields of `facefuse video` a job may set
+
+
+def job_request_body(form_model: type[BaseModel], max_items: int) -> dict[str, Any]:
+    """The multipart body of ``POST /v1/jobs``: the two file fields, ``form_model``'s option fields (those of
+    ``/v1/fuse``) and the video fields; nothing else is accepted (an unknown field is a 400)."""
+    options = form_model.model_json_schema()
+    video = {name: schema for name, schema in VideoOptions.model_json_schema()["properties"].items()
+             if name in VIDEO_FIELDS}
+    binary = {"type": "string", "format": "binary"}
+    schema = {"type": "object", "required": ["source", "targets"], "additionalProperties": False, "properties": {
+        "source": {**binary, "description": "the photo whose face is used"},
+        "targets": {"type": "array", "items": binary, "minItems": 1, "maxItems": max_items,
+                    "description": "photos, zips of photos, or exactly one video (repeat the field); "
+                                   f"at most {max_items} photos in all, zip members included"},
+        **{name: without_null(value) for name, value in options.get("properties", {}).items()},
+        **{name: without_null(value) for name, value in video.items()}}}
+    return {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": schema}}}}
+
+
 # -- the document ----------------------------------------------------------------------------------------------
 
 
@@ -304,7 +390,23 @@ _OK_MODELS: dict[str, type[BaseModel]] = {"/v1/detect": DetectAnswer, "/v1/model
                                           "/v1/options": OptionsAnswer, "/healthz": Health, "/readyz": Readiness}
 
 
-def _ok(operation: dict[str, Any], path: str) -> None:
+# the jobs' JSON answers, by operation: (status, model)
+_JOB_ANSWERS: dict[tuple[str, str], tuple[str, type[BaseModel]]] = {
+    ("post", "/v1/jobs"): ("202", JobAnswer), ("get", "/v1/jobs/{job_id}"): ("200", JobAnswer),
+    ("delete", "/v1/jobs/{job_id}"): ("200", JobDeleted)}
+
+
+def _ok(operation: dict[str, Any], method: str, path: str) -> None:
+    if (method, path) in _JOB_ANSWERS:
+        status, model = _JOB_ANSWERS[(method, path)]
+        answer = operation["responses"][status]
+        answer.setdefault("headers", {})["X-Request-ID"] = _REQUEST_ID
+        answer["content"] = {"application/json": {"schema": {"$ref": _REF.format(model=model.__name__)}}}
+        if status == "202":
+            operation["responses"].pop("200", None)
+            answer["headers"]["Location"] = {"description": "the job's URL", "required": True,
+                                             "schema": {"type": "string"}}
+        return
     ok = operation["responses"].setdefault("200", {"description": "OK"})
     ok.setdefault("headers", {})["X-Request-ID"] = _REQUEST_ID
     if path in _OK_MODELS:
@@ -351,8 +453,9 @@ def build_openapi(app: FastAPI, settings: ServeSettings, fuse_models: tuple[type
     """
     schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
     schema["paths"]["/v1/fuse"]["post"].update(fuse_request_body(fuse_models))
+    schema["paths"]["/v1/jobs"]["post"].update(job_request_body(fuse_models[0], settings.job_max_items))
     components = schema.setdefault("components", {})
-    answers = (ErrorResponse, FuseAnswer, *_OK_MODELS.values())
+    answers = (ErrorResponse, FuseAnswer, *_OK_MODELS.values(), JobAnswer, JobDeleted)
     _, definitions = models_json_schema([(model, "serialization") for model in answers], ref_template=_REF)
     components.setdefault("schemas", {}).update(definitions["$defs"])
     if settings.api_key is not None:
@@ -364,12 +467,12 @@ def build_openapi(app: FastAPI, settings: ServeSettings, fuse_models: tuple[type
                 raise RuntimeError(f"{method.upper()} {path} has no entry in serve.openapi.OPERATION_ERRORS")
             operation = item[method]
             codes = [*OPERATION_ERRORS[(method, path)], ErrorCode.INTERNAL]
-            if settings.hosts_accepted is not None and ErrorCode.BAD_REQUEST not in codes:
-                codes.append(ErrorCode.BAD_REQUEST)  # middleware.HostAllowList: a Host this server does not answer
+            if ErrorCode.BAD_REQUEST not in codes:
+                codes.append(ErrorCode.BAD_REQUEST)  # middleware.HostCheck: no single valid Host, or not one served
             if settings.api_key is not None and path in keyed_paths:
                 codes.append(ErrorCode.UNAUTHORIZED)
                 operation["security"] = [{SECURITY_SCHEME: []}]
-            _ok(operation, path)
+            _ok(operation, method, path)
             operation["responses"].update(error_responses(codes))
         if "get" in item:
             item["head"] = _head_of(item["get"])

@@ -48,8 +48,8 @@ from .settings import ServeSettings
 
 log = logging.getLogger("facefuse.serve")
 
-ANALYSIS = "FaceAnalysis"
-FUSION = "FusionEngine"
+ANALYSIS = "Analysis"  # the pipeline's decode … landmarks
+FUSION = "Fusion"  # gate … encode
 INGRESS = "Facefuse"
 
 T = TypeVar("T")
@@ -60,7 +60,7 @@ class _Replica:
 
     def __init__(self, settings: ServeSettings, store: StoreConfig | None, *, engine: bool) -> None:
         start = time.monotonic()
-        store = store or StoreConfig()  # this node's FACEFUSE_HOME / FACEFUSE_MODEL_MIRROR
+        store = store or StoreConfig.from_env()  # this node's FACEFUSE_HOME / FACEFUSE_MODEL_MIRROR
         self.threads = max(1, math.floor(settings.num_cpus_per_replica))
         cv2.setNumThreads(self.threads)  # OpenCV's pool would otherwise take every core of the node
         self.load_s: dict[str, float] = {}
@@ -77,8 +77,9 @@ class _Replica:
                 "load_s": {part: round(s, 3) for part, s in self.load_s.items()}}
 
 
-class FaceAnalysis(_Replica):
-    """decode → detect → landmarks → pose → quality gate, with concurrent requests merged into one FaceMesh batch."""
+class AnalysisDeployment(_Replica):
+    """The pipeline's decode … landmarks slice (:meth:`Fuser.analyze_many`), with concurrent requests merged into
+    one FaceMesh batch; detect requests also run the gate (:meth:`Fuser.detect`)."""
 
     def __init__(self, settings: ServeSettings, store: StoreConfig | None) -> None:
         super().__init__(settings, store, engine=False)
@@ -87,11 +88,11 @@ class FaceAnalysis(_Replica):
         self.batch_sizes: Counter[int] = Counter()  # requests per model batch → how many such batches
 
     @serve.batch
-    async def _analyze_batch(self, requests: list[list[work.DetectJob]]
+    async def _analyze_batch(self, requests: list[list[work.DetectRequest]]
                              ) -> list[list[ImageAnalysis | FacefuseError]]:
         """Each item is one request's photos (a fusion's two, a detection's one); all go through one FaceMesh run."""
         self.batch_sizes[len(requests)] += 1
-        flat = [(job.image, job.role) for photos in requests for job in photos]
+        flat = [(asked.image, asked.role) for photos in requests for asked in photos]
         found = await asyncio.to_thread(self.fuser.analyze_many, flat)
         answers, first = [], 0
         for photos in requests:
@@ -99,13 +100,13 @@ class FaceAnalysis(_Replica):
             first += len(photos)
         return answers
 
-    async def analyze(self, photos: list[work.DetectJob]) -> list[ImageAnalysis | FacefuseError]:
+    async def analyze(self, photos: list[work.DetectRequest]) -> list[ImageAnalysis | FacefuseError]:
         """One request's photos, analysed together: one admission, so a fusion is never half refused."""
         return await self._analyze_batch(photos)
 
-    async def detect(self, job: work.DetectJob) -> dict[str, Any] | FacefuseError:
-        (found,) = await self._analyze_batch([job])
-        return found if isinstance(found, FacefuseError) else work.detect_report(found, job.role)
+    async def detect(self, asked: work.DetectRequest) -> dict[str, Any] | FacefuseError:
+        (found,) = await self._analyze_batch([asked])
+        return found if isinstance(found, FacefuseError) else work.detect_report(self.fuser, found, asked.role)
 
     def models(self, engines: list[str]) -> dict[str, Any]:
         return work.models_report(self.fuser, engines)
@@ -115,21 +116,22 @@ class FaceAnalysis(_Replica):
         return {"pid": os.getpid(), "batch_sizes": dict(self.batch_sizes)}
 
 
-class FusionEngine(_Replica):
-    """align → engine → blend → label → encode, on analyses handed over by :class:`FaceAnalysis` replicas."""
+class FusionDeployment(_Replica):
+    """The rest of the list — gate … encode, the source's slice included — on analyses handed over by
+    :class:`AnalysisDeployment` replicas; it receives the options, never the photos' bytes."""
 
     def __init__(self, settings: ServeSettings, store: StoreConfig | None) -> None:
         super().__init__(settings, store, engine=True)
 
     async def fuse(self, photos: list[ImageAnalysis | FacefuseError],
-                   job: work.FuseJob) -> work.FuseAnswer | FacefuseError:
+                   asked: work.FuseSpec) -> work.FuseAnswer | FacefuseError:
         source, target = photos
         if isinstance(source, FacefuseError):
             return source
         if isinstance(target, FacefuseError):
             return target
         try:
-            return await asyncio.to_thread(work.fuse_analysed, self.fuser, source, target, job)
+            return await asyncio.to_thread(work.fuse_analysed, self.fuser, source, target, asked)
         except FacefuseError as exc:
             return exc
 
@@ -190,21 +192,22 @@ class RayBackend:
         return {"ready_after_s": round(self.ready_after_s or 0.0, 3), "backend": "ray", "deployments": self.parts,
                 "queue": {"size": self.settings.queue_size}}
 
-    async def fuse(self, job: work.FuseJob, *, deadline: float,
+    async def fuse(self, asked: work.FuseRequest, *, deadline: float,
                    disconnected: Disconnected) -> Outcome[work.FuseAnswer]:
         self.readiness()
         analysis, fusion = self.handles[ANALYSIS], self.handles[FUSION]
-        photos = analysis.analyze.remote([work.DetectJob(job.source, "source"), work.DetectJob(job.target, "target")])
-        fused = fusion.fuse.remote(photos, job)  # the analyses travel replica to replica
+        photos = analysis.analyze.remote([work.DetectRequest(asked.source, "source"),
+                                          work.DetectRequest(asked.target, "target")])
+        fused = fusion.fuse.remote(photos, asked.spec)  # the analyses travel replica to replica, the bytes stay here
         start = time.monotonic()
         answer = await self._wait(fused, [photos], deadline, disconnected)
         return Outcome(answer, self._queued_ms(start, answer.timings_ms["total"] + answer.timings_ms["encode"]))
 
-    async def detect(self, job: work.DetectJob, *, deadline: float,
+    async def detect(self, asked: work.DetectRequest, *, deadline: float,
                      disconnected: Disconnected) -> Outcome[dict[str, Any]]:
         self.readiness()
         start = time.monotonic()
-        report = await self._wait(self.handles[ANALYSIS].detect.remote(job), [], deadline, disconnected)
+        report = await self._wait(self.handles[ANALYSIS].detect.remote(asked), [], deadline, disconnected)
         return Outcome(report, self._queued_ms(start, sum(report["timings_ms"].values())))
 
     async def models(self) -> dict[str, Any]:
@@ -306,11 +309,11 @@ def ray_app(settings: ServeSettings | dict[str, Any] | None = None,
         settings = ServeSettings(**{"backend": "ray", **(settings or {})})
     actor = {"num_cpus": settings.num_cpus_per_replica}
     batch = settings.max_batch
-    analysis = serve.deployment(FaceAnalysis).options(
+    analysis = serve.deployment(AnalysisDeployment).options(
         name=ANALYSIS, ray_actor_options=actor, max_ongoing_requests=2 * batch, max_queued_requests=settings.queue_size,
         **_scaling(settings, batch)).bind(settings, store)
     fusion_slots = max(1, math.floor(settings.num_cpus_per_replica))
-    fusion = serve.deployment(FusionEngine).options(
+    fusion = serve.deployment(FusionDeployment).options(
         name=FUSION, ray_actor_options=actor, max_ongoing_requests=fusion_slots,
         max_queued_requests=settings.queue_size, **_scaling(settings, fusion_slots)).bind(settings, store)
     # the ingress parses and forwards: it reserves no CPU, is not autoscaled (--replicas of it), and admits many

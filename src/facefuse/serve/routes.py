@@ -16,11 +16,11 @@ from starlette.concurrency import run_in_threadpool
 from ..errors import ErrorCode, FacefuseError
 from ..imageio import MEDIA_TYPES, declared_pixels, output_format
 from .negotiation import image_format_wanted
-from .openapi import fuse_request_body, request_body
+from .openapi import DetectAnswer, FuseAnswer, ModelsAnswer, fuse_request_body, request_body
 from .state import ServiceState
 from .uploads import DetectJSON, FuseJSON, FuseOptionsIn, parse_detect, parse_fuse
 from .web import CONTENT_SECURITY_POLICY, WEB_DIR
-from .work import DetectJob, FuseJob
+from .work import DetectRequest, FuseRequest
 
 
 def service(request: Request) -> ServiceState:
@@ -59,16 +59,16 @@ async def fuse(request: Request) -> Response:
     state = service(request)
     backend = state.require_ready()
     settings = state.settings
-    async with state.uploads.body(request, settings.max_body_bytes, settings.upload_timeout_s) as body:
+    async with state.uploads.body(request, settings.max_body_bytes) as body:
         deadline = time.monotonic() + settings.deadline_s  # from here: a slow upload has its own timeout
         # a large JSON body must not stall the loop
         upload = await run_in_threadpool(parse_fuse, request, body, state.fuse_models, state.defaults)
         as_image, accepted_format = image_format_wanted(request.headers.get("accept", ""))
         fmt = output_format(upload.encoding.output_format or accepted_format or "jpeg")
-        job = FuseJob(upload.source, upload.target, upload.options, fmt, upload.encoding.quality)
+        asked = FuseRequest(upload.source, upload.target, upload.options, fmt, upload.encoding.quality)
         pixels = declared_pixels(upload.source) + declared_pixels(upload.target)
         async with state.pixels.hold(pixels, deadline):
-            outcome = await backend.fuse(job, deadline=deadline, disconnected=lambda: _disconnect(request))
+            outcome = await backend.fuse(asked, deadline=deadline, disconnected=lambda: _disconnect(request))
     result = outcome.value
     timings = {"queue": outcome.queued_ms, **result.timings_ms}
     state.metrics.observe_stages(timings)
@@ -77,10 +77,10 @@ async def fuse(request: Request) -> Response:
     if as_image:
         headers["Content-Disposition"] = f'inline; filename="fused-{request_id}.{fmt.lower()}"'
         return Response(result.data, media_type=MEDIA_TYPES[fmt], headers=headers)
-    return JSONResponse({"image_base64": base64.b64encode(result.data).decode(), "format": fmt.lower(),
-                         "media_type": MEDIA_TYPES[fmt], **result.to_dict(),
-                         "timings_ms": {k: round(v, 2) for k, v in timings.items()}, "request_id": request_id},
-                        headers=headers)
+    answer = FuseAnswer(image_base64=base64.b64encode(result.data).decode(), format=fmt.lower(),
+                        media_type=MEDIA_TYPES[fmt], faces=result.faces, warnings=result.warnings,
+                        timings_ms={k: round(v, 2) for k, v in timings.items()}, request_id=request_id)
+    return JSONResponse(answer.model_dump(mode="json"), headers=headers)
 
 
 @api.post("/detect", summary="Faces and the quality verdict of one photo, without fusing",
@@ -89,27 +89,27 @@ async def detect(request: Request) -> Response:
     state = service(request)
     backend = state.require_ready()
     settings = state.settings
-    async with state.uploads.body(request, settings.max_body_bytes, settings.upload_timeout_s) as body:
+    async with state.uploads.body(request, settings.max_body_bytes) as body:
         deadline = time.monotonic() + settings.deadline_s
         upload = await run_in_threadpool(parse_detect, request, body)
         async with state.pixels.hold(declared_pixels(upload.image), deadline):
-            outcome = await backend.detect(DetectJob(upload.image, upload.role), deadline=deadline,
+            outcome = await backend.detect(DetectRequest(upload.image, upload.role), deadline=deadline,
                                            disconnected=lambda: _disconnect(request))
     report = outcome.value
     report["timings_ms"] = {"queue": round(outcome.queued_ms, 2), **report["timings_ms"]}
     state.metrics.observe_stages(report["timings_ms"])
-    return JSONResponse({**report, "request_id": request.state.request_id},
-                        headers={"Server-Timing": _server_timing(report["timings_ms"])})
+    answer = DetectAnswer.model_validate({**report, "request_id": request.state.request_id})
+    return JSONResponse(answer.model_dump(mode="json"), headers={"Server-Timing": _server_timing(report["timings_ms"])})
 
 
 @api.get("/models", summary="Models known to this server and which are loaded")
 async def models(request: Request) -> dict[str, Any]:
     state = service(request)
-    return await state.require_ready().models()
+    return ModelsAnswer.model_validate(await state.require_ready().models()).model_dump(mode="json")
 
 
-@ops.get("/v1/options", summary="The fusion options a request may set, as JSON Schema (what the web page's "
-                                 "controls are built from)", tags=["fusion"])
+@api.get("/options", summary="The fusion options a request may set, as JSON Schema (what the web page's "
+                              "controls are built from)")
 async def options(request: Request) -> dict[str, Any]:
     state = service(request)
     form, _ = state.fuse_models

@@ -24,6 +24,7 @@ import asyncio
 import math
 import threading
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -33,6 +34,9 @@ from ..errors import ErrorCode, FacefuseError
 from .metrics import ServiceMetrics
 
 T = TypeVar("T")
+_RATE_WINDOW = 32  # completions the throughput is measured over
+_RATE_MAX_AGE_S = 120.0  # older completions describe another load
+_FIRST_GUESS_S = 1.0  # one job's duration before any was measured (a CPU fusion takes about that)
 
 
 class ClientGone(Exception):
@@ -52,7 +56,8 @@ class Job:
 
 
 def deadline_exceeded(budget_s: float, details: dict[str, Any]) -> FacefuseError:
-    """The 504 every backend gives when the answer is not ready within the request's deadline."""
+    """The 504 every backend gives when the answer is not ready within the request's deadline; ``budget_s`` is the
+    configured deadline (``--deadline-ms``), which is what the client can act on."""
     return FacefuseError(ErrorCode.DEADLINE_EXCEEDED, f"no answer within the {budget_s * 1000:.0f} ms deadline",
                          "the server is busy: retry later, or send smaller photos", details)
 
@@ -67,9 +72,10 @@ class RequestScheduler:
     """Bounded queue → scheduler forming groups of requests ("batches") → thread pool; ``run`` is what a request
     handler awaits."""
 
-    def __init__(self, *, workers: int, max_batch: int, max_wait_ms: float, queue_size: int,
+    def __init__(self, *, workers: int, max_batch: int, max_wait_ms: float, queue_size: int, deadline_s: float,
                  metrics: ServiceMetrics) -> None:
         self.workers = workers
+        self.deadline_s = deadline_s
         self.max_batch = max_batch
         self.max_wait_s = max_wait_ms / 1000.0
         self.queue_size = queue_size
@@ -81,7 +87,9 @@ class RequestScheduler:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="facefuse-worker")
         self._scheduler: asyncio.Task[None] | None = None
         self._batches: set[asyncio.Task[None]] = set()
-        self._service_s = 0.2  # running estimate of one job's duration, for Retry-After
+        self._service_s: float | None = None  # running estimate of one job's duration (before any backlog)
+        self._running = 0
+        self._backlogged: deque[float] = deque(maxlen=_RATE_WINDOW)  # ends of jobs finished with others waiting
 
     def start(self) -> None:
         self._scheduler = asyncio.get_running_loop().create_task(self._schedule(), name="facefuse-scheduler")
@@ -101,9 +109,18 @@ class RequestScheduler:
     def pending(self) -> int:
         return self._pending
 
+    def throughput(self) -> float:
+        """Jobs finished per second, observed while others were waiting (the workers were saturated then, so this
+        is what the machine really drains under load, contention included); before any backlog was seen, the
+        workers divided by one job's duration."""
+        ends = [t for t in self._backlogged if t > time.monotonic() - _RATE_MAX_AGE_S]
+        if len(ends) >= 2 and ends[-1] > ends[0]:
+            return (len(ends) - 1) / (ends[-1] - ends[0])
+        return self.workers / max(self._service_s or _FIRST_GUESS_S, 1e-3)
+
     def retry_after_s(self) -> int:
-        """Seconds until the queue has likely drained enough to admit a new request."""
-        return max(1, math.ceil(self._pending * self._service_s / self.workers))
+        """Seconds until the work admitted now (waiting and running) has likely drained, at the observed rate."""
+        return max(1, math.ceil((self._pending + self._running) / self.throughput()))
 
     async def run(self, work: Callable[[], T], *, deadline: float,
                   disconnected: Callable[[], Awaitable[None]] | None = None) -> Outcome[T]:
@@ -124,11 +141,10 @@ class RequestScheduler:
         self._abandon(job, reason)
         raise self._abandoned_error(job, reason)
 
-    @staticmethod
-    def _abandoned_error(job: Job, reason: str) -> Exception:
+    def _abandoned_error(self, job: Job, reason: str) -> Exception:
         if reason == "disconnected":
             return ClientGone()
-        return deadline_exceeded(job.deadline - job.admitted, {"started": job.started is not None})
+        return deadline_exceeded(self.deadline_s, {"started": job.started is not None})
 
     def _admit(self, work: Callable[[], Any], deadline: float) -> Job:
         if self._pending >= self.queue_size:
@@ -200,10 +216,18 @@ class RequestScheduler:
         if dropped is not None:
             raise self._abandoned_error(job, dropped)  # answers a handler that is still waiting, if any
         start = time.monotonic()
+        with self._lock:
+            self._running += 1
         try:
             return job.work()
         finally:
-            self._service_s = 0.8 * self._service_s + 0.2 * (time.monotonic() - start)
+            end = time.monotonic()
+            with self._lock:
+                self._running -= 1
+                if self._pending > 0:
+                    self._backlogged.append(end)
+            took = end - start
+            self._service_s = took if self._service_s is None else 0.8 * self._service_s + 0.2 * took
 
     def _claim(self, job: Job) -> str | None:
         """Mark ``job`` started; the reason when it must be dropped instead (it is then counted as dropped)."""

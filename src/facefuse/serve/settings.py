@@ -13,11 +13,13 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, create_model, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from ..config import AnalysisConfig, GpuOptions, ImageLimits, Precision, RuntimeConfig, StoreConfig
+from ..config import AnalysisConfig, GpuOptions, ImageLimits, Precision, QualityConfig, RuntimeConfig, StoreConfig
 from ..fusion.engine import FusionOptions
 from ..pipeline import FuserConfig
 from ..schema import Scope, fields_of
 from .job_settings import JobSettings
+from .live_settings import LiveSettings  # live camera limits (/v1/live)
+from .uploads import UploadLimits
 
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
@@ -27,11 +29,12 @@ def _cores() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
-class _Settings(JobSettings, BaseSettings):
+class _Settings(JobSettings, LiveSettings, BaseSettings):
     """Everything ``facefuse serve`` can be told; each field is also ``FACEFUSE_<NAME>`` in the environment.
 
     The operator-scope options (:class:`~facefuse.fusion.engine.FusionOptions` fields declared with
-    ``scope=Scope.OPERATOR``, such as ``crop_size``, and :class:`~facefuse.config.GpuOptions`) are added to this
+    ``scope=Scope.OPERATOR``, such as ``crop_size``, :class:`~facefuse.config.GpuOptions` and the quality gate's
+    :class:`~facefuse.config.QualityConfig`) are added to this
     class as settings of their own below.
     """
 
@@ -55,7 +58,13 @@ class _Settings(JobSettings, BaseSettings):
                                     "closed (idle and slow-header clients)")
     upload_timeout_s: float = Field(30.0, gt=0, le=3600, description="longest a request body may take to arrive; "
                                     "slower uploads get 408 (the deadline only starts once the body is in)")
+    upload_idle_s: float = Field(5.0, gt=0, le=300, description="longest pause between two pieces of a request "
+                                 "body; a longer one gets 408 (a client cannot hold an upload slot for free)")
+    upload_min_kbps: float = Field(8.0, ge=0, description="KiB/s a request body must average once upload_idle_s "
+                                   "has passed; slower ones get 408 (0: no minimum)")
     max_uploads: int = Field(16, ge=1, le=10_000, description="request bodies being received at once; beyond it: 429")
+    max_uploads_per_client: int = Field(8, ge=1, le=10_000, description="request bodies one client address may be "
+                                        "sending at once; beyond it: 429")
     max_buffered_mb: float = Field(256.0, gt=0, description="request bytes held in memory by all requests together "
                                    "(MiB); a body that would pass it gets 429")
     max_decoded_mpx: float = Field(120.0, gt=0, description="decoded megapixels all requests in progress may hold "
@@ -73,8 +82,7 @@ class _Settings(JobSettings, BaseSettings):
         description="comma-separated fusion engines loaded at start (mesh, or swappers whose models are installed, "
                     "see `facefuse models list`); requests may name only these, the first is the default")
     allow_noncommercial_models: bool = Field(
-        default_factory=lambda: StoreConfig().allow_noncommercial_models,
-        description="allow models licensed for non-commercial use only (false: such stages use their classic method "
+        True, description="allow models licensed for non-commercial use only (false: such stages use their classic method "
                     "or are refused)")
     providers: str = Field("", description="comma-separated ONNX Runtime providers in order of preference")
     precision: Precision = Field(
@@ -133,6 +141,10 @@ class _Settings(JobSettings, BaseSettings):
         low, high = (int(n) for n in self.autoscale.split(","))
         return low, high
 
+    def upload_limits(self) -> UploadLimits:
+        return UploadLimits(timeout_s=self.upload_timeout_s, idle_s=self.upload_idle_s,
+                            min_rate=self.upload_min_kbps * 1024)
+
     @property
     def max_body_bytes(self) -> int:
         return int(self.max_body_mb * 1024 * 1024)
@@ -158,11 +170,13 @@ class _Settings(JobSettings, BaseSettings):
         or pinned to ``threads`` (a Ray replica's CPU share)."""
         providers = tuple(p for p in self.providers.split(",") if p.strip()) or None
         return FuserConfig(
-            store=replace(store or StoreConfig(), allow_noncommercial_models=self.allow_noncommercial_models),
+            store=replace(store or StoreConfig.from_env(), allow_noncommercial_models=self.allow_noncommercial_models),
             runtime=RuntimeConfig(providers=providers, concurrency=self.workers, intra_op_threads=threads or 0,
                                   batch_window_ms=self.batch_window_ms, batch_max=self.max_batch,
                                   gpu=GpuOptions(**{name: getattr(self, name) for name in fields_of(GpuOptions)})),
-            analysis=AnalysisConfig(detector=self.detector, precision=self.precision, limits=self.image_limits()),
+            analysis=AnalysisConfig(detector=self.detector, precision=self.precision, limits=self.image_limits(),
+                                    quality=QualityConfig(**{name: getattr(self, name)
+                                                             for name in fields_of(QualityConfig)})),
             analysis_cache_mb=self.analysis_cache_mb,
         )
 
@@ -170,7 +184,7 @@ class _Settings(JobSettings, BaseSettings):
 def _with_operator_options(base: type[_Settings]) -> Any:
     """``base`` plus one setting per operator-scope option (fusion options such as ``crop_size``, and the GPU
     options), with that option's type, range and help."""
-    extra: dict[str, Any] = {name: (info.annotation, info) for model in (FusionOptions, GpuOptions)
+    extra: dict[str, Any] = {name: (info.annotation, info) for model in (FusionOptions, GpuOptions, QualityConfig)
                              for name, info in fields_of(model, Scope.OPERATOR).items()}
     return create_model("ServeSettings", __base__=base, __module__=__name__, __doc__=base.__doc__, **extra)
 

@@ -30,7 +30,8 @@ class ServiceState:
     def __post_init__(self) -> None:
         self.defaults = self.settings.fusion_defaults()
         self.fuse_models = fuse_request_models(self.defaults, self.settings.engines)
-        self.uploads = UploadGate(self.settings.max_uploads, int(self.settings.max_buffered_mb * 2**20),
+        self.uploads = UploadGate(self.settings.max_uploads, self.settings.max_uploads_per_client,
+                                  int(self.settings.max_buffered_mb * 2**20), self.settings.upload_limits(),
                                   self.metrics.uploads_rejected)
         self.pixels = PixelBudget(int(self.settings.max_decoded_mpx * 1e6))
 

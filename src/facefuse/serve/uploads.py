@@ -12,6 +12,7 @@ import asyncio
 import base64
 import binascii
 import json
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from copy import copy
@@ -21,7 +22,7 @@ from typing import Any, Literal
 from prometheus_client import Counter
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from python_multipart import MultipartParser
-from python_multipart.exceptions import MultipartParseError
+from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import parse_options_header
 from starlette.requests import Request
 
@@ -32,6 +33,7 @@ from ..schema import Scope, fields_of, invalid_options
 
 _MAX_PARTS = 16
 _MAX_TEXT_FIELD = 4096
+_MAX_BOUNDARY = 256  # RFC 2046 allows 70; longer ones are accepted up to what python-multipart can parse
 
 
 def _body_too_large(size: int, limit: int) -> FacefuseError:
@@ -39,67 +41,121 @@ def _body_too_large(size: int, limit: int) -> FacefuseError:
                          "send smaller or more compressed photos", {"bytes_read": size, "max_body_bytes": limit})
 
 
+@dataclass(frozen=True)
+class UploadLimits:
+    """How request bodies must arrive: whole within ``timeout_s``, no pause longer than ``idle_s`` between two
+    pieces, and (once ``idle_s`` has passed) at ``min_rate`` bytes per second on average."""
+
+    timeout_s: float
+    idle_s: float
+    min_rate: float
+
+
 class UploadGate:
-    """What request bodies may hold at once: how many are being received, and how many bytes all requests in
-    progress keep in memory (a body stays buffered until its request is answered).
+    """What request bodies may hold at once: how many are being received (in all, and from one client address),
+    and how many bytes all requests in progress keep in memory (a body stays buffered until its request is
+    answered).
 
     Why: without it, ten stalled 30 MB uploads held 300 MB; the per-request limit alone does not bound the sum.
-    A request over either budget gets 429 at once. Used only on the event loop, so plain counters suffice.
+    A request over either budget gets 429 at once. A declared ``Content-Length`` is reserved whole when the body
+    starts, so ten 29 MB uploads against 256 MiB admit eight and refuse two, instead of all ten running into the
+    budget half-way. Holding an upload slot costs bandwidth (:class:`UploadLimits`): sixteen connections sending
+    one byte every few seconds are dropped with 408 within ``idle_s``, and one address holds at most
+    ``max_per_client`` slots. Used only on the event loop, so plain counters suffice.
     """
 
-    def __init__(self, max_uploads: int, max_bytes: int, rejected: Counter) -> None:
+    def __init__(self, max_uploads: int, max_per_client: int, max_bytes: int, limits: UploadLimits,
+                 rejected: Counter) -> None:
         self.max_uploads = max_uploads
+        self.max_per_client = max_per_client
         self.max_bytes = max_bytes
+        self.limits = limits
         self.rejected = rejected
         self.receiving = 0
         self.held = 0
+        self._by_client: dict[str, int] = {}
 
     def _busy(self, what: str) -> FacefuseError:
         self.rejected.inc()
         return FacefuseError(ErrorCode.QUEUE_FULL, f"the server is receiving too many uploads ({what})",
                              "retry in a few seconds", {"retry_after_s": 2})
 
-    @asynccontextmanager
-    async def body(self, request: Request, limit: int, timeout_s: float) -> AsyncIterator[bytes]:
-        """The whole body, held for the ``with`` block: 413 as soon as the declared or received size passes
-        ``limit``, 408 when it has not all arrived within ``timeout_s``, 429 when a budget is used up."""
-        declared = request.headers.get("content-length")
-        if declared is not None:
-            if not declared.isdigit():
-                raise FacefuseError(ErrorCode.BAD_REQUEST, "the Content-Length header is not a number",
-                                    "let your HTTP client set it")
-            if int(declared) > limit:
-                raise _body_too_large(int(declared), limit)
+    def _too_slow(self, message: str, size: int) -> FacefuseError:
+        return FacefuseError(ErrorCode.UPLOAD_TIMEOUT, message, "check the connection, or send smaller photos",
+                             {"bytes_read": size, "upload_timeout_s": self.limits.timeout_s,
+                              "upload_idle_s": self.limits.idle_s, "upload_min_bytes_per_s": self.limits.min_rate})
+
+    def _admit(self, client: str, declared: int) -> None:
         if self.receiving >= self.max_uploads:
             raise self._busy(f"{self.receiving} at once")
+        if self._by_client.get(client, 0) >= self.max_per_client:
+            raise self._busy(f"{self.max_per_client} from your address at once")
+        if self.held + declared > self.max_bytes:
+            raise self._busy(f"{self.held / 2**20:.0f} MiB buffered")
+
+    async def _receive(self, request: Request, limit: int, held: list[int]) -> list[bytes]:
+        """The body's chunks; raises 413 past ``limit``, 408 on a long pause, a low rate or the overall timeout,
+        429 when the buffered-bytes budget is used up. ``held[0]`` is what this request has added to
+        ``self.held`` (its declared length, reserved already, and what arrives beyond it)."""
         chunks: list[bytes] = []
-        held = [0]  # bytes this request added to self.held
-
-        async def receive() -> None:
-            size = 0
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > limit:
-                    raise _body_too_large(size, limit)
-                if self.held + len(chunk) > self.max_bytes:
+        size = 0
+        started = time.monotonic()
+        stream = request.stream().__aiter__()
+        while True:
+            left = max(0.0, self.limits.timeout_s - (time.monotonic() - started))
+            try:
+                chunk = await asyncio.wait_for(stream.__anext__(), min(self.limits.idle_s, left))
+            except StopAsyncIteration:
+                return chunks
+            except asyncio.TimeoutError:  # the stream was cancelled with the wait: this body ends here either way
+                if self.limits.idle_s < left:
+                    raise self._too_slow(f"the request body paused for more than {self.limits.idle_s:g} s",
+                                         size) from None
+                raise self._too_slow(f"the request body did not arrive within {self.limits.timeout_s:g} s",
+                                     size) from None
+            size += len(chunk)
+            if size > limit:
+                raise _body_too_large(size, limit)
+            if size > held[0]:
+                if self.held + size - held[0] > self.max_bytes:
                     raise self._busy(f"{self.held / 2**20:.0f} MiB buffered")
-                self.held += len(chunk)
-                held[0] += len(chunk)
-                chunks.append(chunk)
+                self.held += size - held[0]
+                held[0] = size
+            chunks.append(chunk)
+            elapsed = time.monotonic() - started
+            if elapsed > self.limits.idle_s and size < self.limits.min_rate * elapsed:
+                raise self._too_slow(f"the request body arrives at {size / elapsed:.0f} bytes/s, less than the "
+                                     f"{self.limits.min_rate:.0f} the server requires", size)
 
+    @asynccontextmanager
+    async def body(self, request: Request, limit: int) -> AsyncIterator[bytes]:
+        """The whole body, held for the ``with`` block: 413 as soon as the declared or received size passes
+        ``limit``, 408 when it arrives too slowly (:class:`UploadLimits`), 429 when a budget is used up."""
+        header = request.headers.get("content-length")
+        declared = 0
+        if header is not None:
+            if not header.isdigit():
+                raise FacefuseError(ErrorCode.BAD_REQUEST, "the Content-Length header is not a number",
+                                    "let your HTTP client set it")
+            declared = int(header)
+            if declared > limit:
+                raise _body_too_large(declared, limit)
+        client = request.client.host if request.client else ""
+        self._admit(client, declared)
         self.receiving += 1
+        self._by_client[client] = self._by_client.get(client, 0) + 1
+        held = [declared]
+        self.held += declared
         try:
-            await asyncio.wait_for(receive(), timeout_s)
-        except asyncio.TimeoutError:
-            self.held -= held[0]
-            raise FacefuseError(ErrorCode.UPLOAD_TIMEOUT, f"the request body did not arrive within {timeout_s:g} s",
-                                "check the connection, or send smaller photos",
-                                {"bytes_read": held[0], "upload_timeout_s": timeout_s}) from None
+            chunks = await self._receive(request, limit, held)
         except BaseException:
             self.held -= held[0]
             raise
         finally:
             self.receiving -= 1
+            self._by_client[client] -= 1
+            if not self._by_client[client]:
+                del self._by_client[client]
         try:
             yield b"".join(chunks)
         finally:
@@ -151,11 +207,15 @@ def multipart_parts(body: bytes, content_type: str, max_parts: int = _MAX_PARTS)
         "on_header_end": on_header_end,
         "on_end": lambda: finished.append(True),
     }
-    parser = MultipartParser(boundary, callbacks)
+    if len(boundary) > _MAX_BOUNDARY:
+        raise FacefuseError(ErrorCode.BAD_REQUEST, f"the multipart boundary is {len(boundary)} characters long, "
+                            f"more than {_MAX_BOUNDARY}", "let your HTTP client build the multipart request",
+                            {"boundary_length": len(boundary)})
     try:
+        parser = MultipartParser(boundary, callbacks)
         parser.write(body)
         parser.finalize()
-    except MultipartParseError as exc:
+    except FormParserError as exc:  # MultipartParseError included
         raise FacefuseError(ErrorCode.BAD_REQUEST, f"the multipart body is malformed ({exc})",
                             "let your HTTP client build the multipart request") from None
     if not finished:

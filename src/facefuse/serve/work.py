@@ -8,26 +8,39 @@ HTTP routes send back, so both backends answer byte-for-byte the same way.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..analysis.select import select_faces
 from ..analysis.types import ImageAnalysis
-from ..errors import FacefuseError
 from ..fusion.engine import FusionOptions
-from ..pipeline import Fuser, FusionResult
+from ..pipeline import Encoding, Fuser, FusionResult
+from ..stages import Record
 
 
 @dataclass(frozen=True)
-class FuseJob:
-    """One fusion request, parsed and validated: the two photos' bytes, the options and the output encoding."""
+class FuseSpec:
+    """What a fusion is asked for besides its photos: the options and the output encoding (what the Ray fusion
+    deployment receives; the photos reach it as analyses)."""
+
+    options: FusionOptions
+    fmt: str
+    quality: int
+
+
+@dataclass(frozen=True)
+class FuseRequest:
+    """One fusion request (not a batch job: those are facefuse.jobs), parsed and validated: the two photos' bytes,
+    the options and the output encoding."""
 
     source: bytes
     target: bytes
     options: FusionOptions
     fmt: str
     quality: int
+
+    @property
+    def spec(self) -> FuseSpec:
+        return FuseSpec(self.options, self.fmt, self.quality)
 
 
 @dataclass(frozen=True)
@@ -39,46 +52,42 @@ class FuseAnswer:
     timings_ms: dict[str, float]
     warnings: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"faces": self.faces, "warnings": self.warnings}
-
 
 @dataclass(frozen=True)
-class DetectJob:
+class DetectRequest:
     image: bytes
     role: str
 
 
-def answer(result: FusionResult, job: FuseJob) -> FuseAnswer:
-    """Encode (with the AI-generated metadata label) and time the encoding."""
-    start = time.perf_counter()
-    data = result.encode(job.fmt, job.quality)
-    return FuseAnswer(data, result.faces, {**result.timings_ms, "encode": (time.perf_counter() - start) * 1000},
-                      result.warnings)
+def answer(result: FusionResult) -> FuseAnswer:
+    """The encoded, labelled image (the encode stage's bytes) and its report."""
+    assert result.data is not None, "the service's fusions run the encode stage"
+    return FuseAnswer(result.data, result.faces, result.timings_ms, result.warnings)
 
 
-def fuse(fuser: Fuser, job: FuseJob) -> FuseAnswer:
-    """The whole pipeline in one place (the single-process backend)."""
-    return answer(fuser.fuse(job.source, job.target, job.options), job)
+def fuse(fuser: Fuser, asked: FuseRequest) -> FuseAnswer:
+    """The whole list in one place (the single-process backend)."""
+    return answer(fuser.fuse(asked.source, asked.target, asked.options, Encoding(asked.fmt, asked.quality)))
 
 
-def fuse_analysed(fuser: Fuser, source: ImageAnalysis, target: ImageAnalysis, job: FuseJob) -> FuseAnswer:
+def fuse_analysed(fuser: Fuser, source: ImageAnalysis, target: ImageAnalysis, asked: FuseSpec) -> FuseAnswer:
     """The stages after analysis (the Ray fusion deployment, fed by the analysis deployment)."""
-    return answer(fuser.fuse_analyses(source, target, job.options), job)
+    return answer(fuser.fuse_analyses(source, target, asked.options, Encoding(asked.fmt, asked.quality)))
 
 
-def quality_verdict(analysis: ImageAnalysis, role: str) -> dict[str, Any]:
-    """Would this photo be accepted as-is? Same rule and wording as fusion (the largest face and the gate)."""
-    try:
-        select_faces(analysis, "largest", allow_all=False)
-    except FacefuseError as exc:
-        reason = exc if role == "image" else exc.about(role)
+def quality_verdict(record: Record) -> dict[str, Any]:
+    """Would this photo be accepted as-is? The gate's verdict on the largest face (see :meth:`Fuser.detect`)."""
+    if record.refusal is not None:
+        reason = record.refusal
         return {"accepted": False, "code": reason.code.value, "message": reason.message, "hint": reason.hint}
     return {"accepted": True, "code": None, "message": "the photo can be used", "hint": ""}
 
 
-def detect_report(analysis: ImageAnalysis, role: str) -> dict[str, Any]:
-    return {**analysis.to_dict(with_landmarks=False), "verdict": quality_verdict(analysis, role)}
+def detect_report(fuser: Fuser, image: bytes | ImageAnalysis, role: str) -> dict[str, Any]:
+    """What ``POST /v1/detect`` answers: every face, and the gate's verdict as a fusion would give it."""
+    record = fuser.detect(image, "largest", role)
+    assert record.analysis is not None
+    return {**record.analysis.to_dict(with_landmarks=False), "verdict": quality_verdict(record)}
 
 
 def models_report(fuser: Fuser, engines: list[str]) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """`fuse_video`: the photo pipeline applied to every frame of a clip, tracked, smoothed, resumable.
 
-Per frame: decode → follow/detect faces (:mod:`.tracking`) → smooth landmarks → render + blend with the colour
-correction averaged over time (:mod:`.smoothing`) → visible label → encode. The source photo is analysed and
-prepared once. Frames are streamed (nothing holds the clip), and encoded in segments: after each finished segment
+Per frame: decode → follow/detect faces and keep the chosen one (:mod:`.tracking`, standing in for the photo
+path's decode, detect, landmarks and face choice) → the pipeline's gate … label slice
+(:meth:`facefuse.pipeline.Fuser.fuse_frame`: the same stages as a photo, the colour correction averaged over time
+by :mod:`.smoothing`) → encode. The source photo goes through its slice of the list once. Frames are streamed (nothing holds the clip), and encoded in segments: after each finished segment
 a small JSON checkpoint is written atomically to the work folder, so a process killed mid-clip continues from the
 last finished segment when ``fuse_video`` is called again with the same work folder.
 """
@@ -11,11 +12,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import tempfile
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -24,24 +29,48 @@ import numpy as np
 
 from ..errors import ErrorCode, FacefuseError
 from ..fusion.engine import FusionOptions
-from ..imageio import ImageInput, add_visible_mark
-from ..pipeline import Fuser, PreparedSource, Stopwatch
+from ..files import write_json_atomic
+from ..imageio import ImageInput
+from ..pipeline import Fuser, PreparedSource, TargetFace
 from .io import (
+    DecodedFrame,
     SegmentEncoder,
     VideoInfo,
     assemble,
     container_format,
     probe,
     read_frames,
-    to_rgb,
 )
 from .options import VideoOptions, VideoProgress, VideoResult
-from .smoothing import LutAverage
-from .tracking import FaceTracker, signature
+from .smoothing import LutAverage, LutTurn
+from .tracking import FaceTracker, TrackedFace, signature
 
 CHECKPOINT = "checkpoint.json"
+MAX_FUSE_WORKERS = 4  # fusion threads: one per core up to this (each frame's stages release the GIL mostly)
+IN_FLIGHT_PER_WORKER = 2  # frames tracked but not yet encoded, per fusion thread
 CHECKPOINT_VERSION = 1
 PROGRESS_EVERY_S = 0.2  # the progress callback's cadence (and always on the last frame)
+_DIGITS = str.maketrans("", "", "0123456789")
+
+
+@dataclass(frozen=True)
+class _Fused:
+    """A frame back from a fusion thread."""
+
+    pts: int
+    out: Any  # RGB pixels, or the decoded frame when nothing changed it
+    fused: bool
+    timings_ms: dict[str, float]
+
+
+@dataclass
+class _Segment:
+    """The segment being encoded: its file name, encoder and the frames written to it."""
+
+    name: str
+    encoder: SegmentEncoder
+    pts: list[int] = field(default_factory=list)
+    fused: int = 0
 
 
 def fuse_video(source: ImageInput, target: str | Path, output: str | Path, options: FusionOptions | None = None,
@@ -80,16 +109,6 @@ def _fingerprint(target: Path, prepared: PreparedSource, options: FusionOptions,
     return digest.hexdigest()
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    """Atomically: a reader (or a resumed run after a kill) sees the old file or the new one, never half."""
-    temporary = path.with_name(f".{path.name}.tmp")
-    with open(temporary, "w") as handle:
-        json.dump(data, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
-
-
 class _Run:
     """One call of :func:`fuse_video`: the state of the frame loop, the segments and the checkpoint."""
 
@@ -104,12 +123,18 @@ class _Run:
         self.end_pts = info.start_pts + round(video.end / tb) if video.end is not None else None
         self.segment_frames = max(1, round(video.segment_s * info.rate))
         choice = "by_source" if video.match_source else options.target_face
-        self.tracker = FaceTracker(fuser.analyzer, video, fuser.config.analysis.quality, choice,
+        restoring = options.restore != "off" and (options.profile_degree > 0 or options.feature_degree > 0)
+        self.tracker = FaceTracker(fuser.analyzer, video, fuser.gate, restoring, choice,
                                    signature(None, prepared.face.landmarks) if prepared.face.landmarks is not None
                                    else None)
         self.colour: dict[int, LutAverage] = {}
-        self.fused_pending = 0  # fused frames of the segment being encoded (counted once it is finished)
-        self.timings = {"decode": 0.0, "track": 0.0, "fuse": 0.0, "label": 0.0, "encode": 0.0, "assemble": 0.0}
+        self.segment: _Segment | None = None  # the segment being encoded
+        self.done = 0  # frames written so far (this run's and the resumed ones)
+        # seconds each stage was busy on its thread (they overlap); "fuse" is the frame's stages (gate … label) on
+        # the fusion threads, each also under its own name; "encode" the encoder thread's time; "decode" and
+        # "encode_wait" are what the tracking thread waited for the decoder and for a full encoder queue
+        self.timings = {"decode": 0.0, "track": 0.0, "fuse": 0.0, "encode": 0.0, "encode_wait": 0.0, "assemble": 0.0}
+        self.notes: dict[str, str] = {}  # the stages' notes, one per kind (digits aside: boxes, angles differ)
         self.fingerprint = _fingerprint(target, prepared, options, video)
         self.checkpoint = self._load()
 
@@ -134,7 +159,7 @@ class _Run:
 
     def _save(self) -> None:
         self.checkpoint["tracker"] = self.tracker.state()
-        _write_json(self.workdir / CHECKPOINT, self.checkpoint)
+        write_json_atomic(self.workdir / CHECKPOINT, self.checkpoint)
 
     # --- the frame loop ----------------------------------------------------------------------------------------
     def run(self) -> VideoResult:
@@ -168,103 +193,138 @@ class _Run:
             warnings.append(f"{who} was found in no frame: the output is the clip with only the AI-generated label")
         elif fused < frames:
             warnings.append(f"{frames - fused} of {frames} frames had no usable chosen face and were left as they are")
+        if self.tracker.reidentified:
+            warnings.append(f"the chosen person was recognised again by their clothes after "
+                            f"{self.tracker.reidentified} scene cut(s)")
+        if self.tracker.unrecognised:
+            warnings.append(f"{self.tracker.unrecognised} frames after scene cuts were left unfused: the chosen "
+                            "person was not recognised there (by their clothes), so no one else was fused")
         if self.tracker.relocks:
             warnings.append(f"the chosen person was not recognised after {self.tracker.relocks} scene cut(s); the "
                             "face was chosen again in those shots")
         if resumed_from:
             warnings.append(f"resumed from frame {resumed_from} (the frames before came from an earlier run)")
-        return warnings
+        return [*self.prepared.warnings, *self.notes.values(), *warnings]
 
     def _frames(self, resumed_from: int, started: float) -> None:
+        """Decode (own thread) → track (this thread, in frame order) → fuse and label (a pool, several frames at
+        once) → encode (own thread), with at most :data:`IN_FLIGHT_PER_WORKER` frames per fusion thread between
+        tracking and encoding, so memory stays flat; frames are encoded in their order."""
         segments = self.checkpoint["segments"]
         last = segments[-1]["pts"][-1] if segments else None
         after = last if last is not None else (None if self.start_pts is None else self.start_pts - 1)
         seek = last if last is not None else self.start_pts
         total = self._estimate_total()
-        encoder: SegmentEncoder | None = None
-        pts_list: list[int] = []
-        done, last_report = resumed_from, 0.0
+        self.done, last_report = resumed_from, 0.0
         stop = threading.Event()
+        workers = max(1, min(MAX_FUSE_WORKERS, os.cpu_count() or 1))
+        pending: deque[Future[_Fused]] = deque()
         clock = time.perf_counter()
-        try:
-            for frame in read_frames(self.target, after, self.end_pts, seek, stop):
-                if self.cancel.is_set():
-                    raise FacefuseError(ErrorCode.CANCELLED, f"the video fusion was cancelled after {done} frames",
-                                        "call again with the same work folder to continue where it stopped",
-                                        {"frames_done": done})
-                if encoder is None:
-                    name = f"seg_{len(segments):05d}.mkv"
-                    encoder = SegmentEncoder(self.workdir / f".{name}.partial", self.info, self.video.codec,
-                                             self.video.crf, self.video.bitrate, self.video.preset)
-                    pts_list = []
-                clock = self._lap("decode", clock)
-                out = self._frame(frame)
-                clock = time.perf_counter()
-                encoder.write(out, frame.pts)
-                pts_list.append(int(frame.pts))
-                clock = self._lap("encode", clock)
-                done += 1
-                if len(pts_list) == self.segment_frames:
-                    self._finish(encoder, name, pts_list)
-                    encoder = None
-                    clock = self._lap("encode", clock)
-                now = time.perf_counter()
-                if self.progress and now - last_report >= PROGRESS_EVERY_S:
-                    last_report = now
-                    self._report(done, max(total, done), resumed_from, started)
-            if encoder is not None:
-                self._finish(encoder, name, pts_list)
-                encoder = None
-        finally:
-            stop.set()
-            if encoder is not None:
-                encoder.container.close()
+        with ThreadPoolExecutor(workers, thread_name_prefix="facefuse-video-fuse") as pool:
+            try:
+                for decoded in read_frames(self.target, after, self.end_pts, seek, stop):
+                    if self.cancel.is_set():
+                        raise FacefuseError(ErrorCode.CANCELLED,
+                                            f"the video fusion was cancelled after {self.done} frames",
+                                            "call again with the same work folder to continue where it stopped",
+                                            {"frames_done": self.done})
+                    clock = self._lap("decode", clock)
+                    faces, turns = self._track(decoded)
+                    clock = self._lap("track", clock)
+                    pending.append(pool.submit(self._fuse, decoded, faces, turns))
+                    while len(pending) >= workers * IN_FLIGHT_PER_WORKER or (pending and pending[0].done()):
+                        self._write(pending.popleft().result())
+                    now = time.perf_counter()
+                    if self.progress and now - last_report >= PROGRESS_EVERY_S:
+                        last_report = now
+                        self._report(self.done, max(total, self.done), resumed_from, started)
+                    clock = time.perf_counter()
+                while pending:
+                    self._write(pending.popleft().result())
+                self._close_segment()
+            finally:
+                stop.set()
+                for future in pending:  # let the fusions in flight end (each closes its colour turns)
+                    future.exception()
+                if self.segment is not None:
+                    self.segment.encoder.abort()
+                    self.segment = None
         if self.progress:
-            self._report(done, done, resumed_from, started)
+            self._report(self.done, self.done, resumed_from, started)
 
     def _lap(self, stage: str, clock: float) -> float:
         now = time.perf_counter()
         self.timings[stage] += now - clock
         return now
 
-    def _frame(self, frame: Any) -> Any:
-        """The frame to encode: fused and labelled pixels, or the decoded frame itself when nothing changes it."""
-        clock = time.perf_counter()
-        image = to_rgb(frame)
+    def _track(self, decoded: DecodedFrame) -> tuple[list[TrackedFace], list[LutTurn | None]]:
+        """The faces to fuse in this frame, and each one's turn in its person's colour average (frame order)."""
         cuts = self.tracker.scene_cuts
-        faces = self.tracker.chosen(self.tracker.step(image, float(frame.pts * self.info.time_base)))
+        faces = self.tracker.chosen(self.tracker.step(decoded.image, float(decoded.pts * self.info.time_base)))
         if self.tracker.scene_cuts != cuts:
             self.colour.clear()  # the light really changed: start the running colour average again
-        clock = self._lap("track", clock)
-        watch = Stopwatch()
-        for tracked in faces:
-            smoother = self.colour.setdefault(tracked.track_id, LutAverage(self.video.colour_weight)) \
-                if self.video.smoothing else None
-            image = self.fuser.apply(self.prepared, image, [tracked.face], self.options, watch, smoother)
-        if faces:
-            self.fused_pending += 1
-        clock = self._lap("fuse", clock)
-        if self.options.visible_label:
-            image = add_visible_mark(image)
-            self._lap("label", clock)
-            return image
-        return image if faces else frame
+        turns = [self.colour.setdefault(f.track_id, LutAverage(self.video.colour_weight)).turn()
+                 if self.video.smoothing else None for f in faces]
+        return faces, turns
 
-    def _finish(self, encoder: SegmentEncoder, name: str, pts_list: list[int]) -> None:
-        encoder.close()
-        os.replace(self.workdir / f".{name}.partial", self.workdir / name)
-        self.checkpoint["segments"].append({"file": name, "pts": pts_list})
-        self.checkpoint["frames_fused"] += self.fused_pending
-        self.fused_pending = 0
+    def _fuse(self, decoded: DecodedFrame, faces: list[TrackedFace], turns: list[LutTurn | None]) -> _Fused:
+        """On a fusion thread: the frame's slice of the stage list (gate … label) on the tracked faces; the frame
+        to encode, or the decoded frame itself when nothing changes it."""
+        targets = [TargetFace(tracked.face, tracked.face, turn) for tracked, turn in zip(faces, turns)]
+        try:
+            record = self.fuser.fuse_frame(self.prepared, decoded.image, targets, self.options)
+        finally:
+            for turn in turns:  # a face the gate refused never used its turn: give it up so later frames go on
+                if turn is not None:
+                    turn.close()
+        for note in record.notes:
+            self.notes.setdefault(note.translate(_DIGITS), note)
+        changed = bool(record.faces) or self.options.visible_label
+        return _Fused(decoded.pts, record.image if changed else decoded.frame, bool(record.faces),
+                      dict(record.timings_ms))
+
+    def _write(self, fused: _Fused) -> None:
+        """Hand one finished frame to the segment being encoded (frame order); close the segment when full."""
+        for stage, ms in fused.timings_ms.items():
+            self.timings[stage] = self.timings.get(stage, 0.0) + ms / 1000
+            self.timings["fuse"] += ms / 1000
+        if self.segment is None:
+            name = f"seg_{len(self.checkpoint['segments']):05d}.mkv"
+            self.segment = _Segment(name, SegmentEncoder(self.workdir / f".{name}.partial", self.info,
+                                                         self.video.codec, self.video.crf, self.video.bitrate,
+                                                         self.video.preset))
+        clock = time.perf_counter()
+        self.segment.encoder.write(fused.out, fused.pts)
+        self.segment.pts.append(fused.pts)
+        self.segment.fused += fused.fused
+        self.done += 1
+        self._lap("encode_wait", clock)
+        if len(self.segment.pts) == self.segment_frames:
+            self._close_segment()
+
+    def _close_segment(self) -> None:
+        if self.segment is not None:
+            clock = time.perf_counter()
+            self._finish(self.segment)
+            self.segment = None
+            self._lap("encode_wait", clock)
+
+    def _finish(self, segment: _Segment) -> None:
+        segment.encoder.close()
+        self.timings["encode"] += segment.encoder.busy_s
+        os.replace(self.workdir / f".{segment.name}.partial", self.workdir / segment.name)
+        self.checkpoint["segments"].append({"file": segment.name, "pts": segment.pts})
+        self.checkpoint["frames_fused"] += segment.fused
         self._save()
 
     def _estimate_total(self) -> int:
         rate, tb = self.info.rate, self.info.time_base
         begin = Fraction(self.start_pts or self.info.start_pts) * tb
+        # frames at begin, begin + 1/rate, … before the end: ceil, so 3 s at 29.97 fps is 90 frames, not 89
         if self.end_pts is not None:
-            return max(1, int((Fraction(self.end_pts) * tb - begin) * rate))
+            return max(1, math.ceil((Fraction(self.end_pts) * tb - begin) * rate))
         full_end = Fraction(self.info.start_pts) * tb + Fraction(self.info.frames) / rate
-        return max(1, int((full_end - begin) * rate))
+        return max(1, math.ceil((full_end - begin) * rate))
 
     def _report(self, done: int, total: int, resumed_from: int, started: float) -> None:
         assert self.progress is not None

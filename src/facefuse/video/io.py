@@ -10,14 +10,20 @@ refers across a segment boundary) without B-frames (decode order = presentation 
 timestamps can be set from the input frame it came from); the finished segments are then remuxed, without
 re-encoding, into the output next to the audio. The output is written to a temporary name and renamed, so a
 crash never leaves a truncated file under the requested name.
+
+Decoding (with the conversion to RGB) and encoding (with the conversion back to the stream's pixel format) each
+run on a thread of their own behind a small bounded queue, so they overlap the fusion on the other core without
+letting memory grow: a slow stage makes the one before it wait.
 """
 
 from __future__ import annotations
 
 import heapq
+import io
 import os
 import queue
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
@@ -33,6 +39,7 @@ AI_LABEL_VIDEO = "AI-generated video (face fusion by facefuse)"
 CONTAINERS = {".mp4": "mp4", ".mov": "mov", ".m4v": "mp4", ".mkv": "matroska"}
 CRF_CODECS = ("libx264", "libx265")  # the others take a fixed quantiser scale
 DECODE_QUEUE = 8  # decoded frames buffered ahead of the fusion thread
+ENCODE_QUEUE = 4  # finished frames buffered ahead of the encoder thread (it only evens out the pace)
 
 
 @dataclass(frozen=True)
@@ -62,15 +69,16 @@ def container_format(path: Path) -> str:
     return fmt
 
 
-def open_input(path: Path) -> av.container.InputContainer:
-    """The container with a video stream, or UNSUPPORTED_VIDEO / CORRUPT_VIDEO that says why not."""
-    if not path.is_file():
+def open_input(path: Path | bytes) -> av.container.InputContainer:
+    """The container (a file, or bytes in memory) with a video stream, or UNSUPPORTED_VIDEO / CORRUPT_VIDEO that
+    says why not."""
+    if isinstance(path, Path) and not path.is_file():
         raise FacefuseError(ErrorCode.BAD_REQUEST, f"no video file at '{path.name}'", "check the path")
     try:
-        container = av.open(str(path), metadata_errors="ignore")
+        container = av.open(str(path) if isinstance(path, Path) else io.BytesIO(path), metadata_errors="ignore")
     except av.error.InvalidDataError as exc:
         raise _not_video(path, exc) from None
-    except av.error.FFmpegError as exc:
+    except (av.error.FFmpegError, ValueError, OverflowError) as exc:  # a fuzzed header can make PyAV raise these
         raise FacefuseError(ErrorCode.CORRUPT_VIDEO, f"the video could not be opened ({_reason(exc)})",
                             "re-export or re-download the video") from None
     if not container.streams.video:
@@ -80,8 +88,8 @@ def open_input(path: Path) -> av.container.InputContainer:
     return container
 
 
-def _not_video(path: Path, exc: Exception) -> FacefuseError:
-    head = path.read_bytes()[:12] if path.stat().st_size else b""
+def _not_video(path: Path | bytes, exc: Exception) -> FacefuseError:
+    head = path[:12] if isinstance(path, bytes) else path.read_bytes()[:12] if path.stat().st_size else b""
     # an MP4/MOV whose index is missing or cut off is a damaged video, not an unknown format
     if head[4:8] in (b"ftyp", b"mdat", b"moov", b"free", b"wide") or head[:4] == b"\x1a\x45\xdf\xa3":
         return FacefuseError(ErrorCode.CORRUPT_VIDEO, f"the video is damaged or truncated ({_reason(exc)})",
@@ -95,6 +103,48 @@ def _reason(exc: Exception) -> str:
     return str(getattr(exc, "strerror", None) or type(exc).__name__)
 
 
+@dataclass(frozen=True)
+class VideoSize:
+    """What a video declares in its headers, read without decoding a frame: what admission limits are checked
+    against (an 8192×8192 or a 30-minute clip is refused before any worker decodes it)."""
+
+    width: int
+    height: int
+    duration_s: float | None  # None when neither the stream nor the container says
+    frames: int  # the stream's frame count, or an estimate from the duration (0: unknown)
+
+
+def _duration_s(container: av.container.InputContainer, stream: av.VideoStream) -> float | None:
+    """The stream's duration, else the container's: Matroska/WebM streams carry neither a frame count nor a
+    duration, only the container knows how long the clip is (so progress would read 100 % from the first frame)."""
+    if stream.duration and stream.time_base:
+        return float(stream.duration * stream.time_base)
+    if container.duration:
+        return container.duration / av.time_base
+    return None
+
+
+def _frame_count(container: av.container.InputContainer, stream: av.VideoStream, rate: Fraction) -> int:
+    if stream.frames:
+        return int(stream.frames)
+    duration = _duration_s(container, stream)
+    return int(duration * rate + 0.5) if duration else 0
+
+
+def _rate(stream: av.VideoStream) -> Fraction:
+    return Fraction(stream.average_rate or stream.guessed_rate or Fraction(30))
+
+
+def inspect_video(data: Path | bytes) -> VideoSize:
+    """The declared size, duration and frame count, from the headers only; UNSUPPORTED_VIDEO / CORRUPT_VIDEO when
+    the data is not a readable video."""
+    with open_input(data) as container:
+        stream = container.streams.video[0]
+        ctx = stream.codec_context
+        return VideoSize(int(ctx.width or 0), int(ctx.height or 0), _duration_s(container, stream),
+                         _frame_count(container, stream, _rate(stream)))
+
+
 def probe(path: Path) -> VideoInfo:
     with open_input(path) as container:
         stream = container.streams.video[0]
@@ -102,10 +152,8 @@ def probe(path: Path) -> VideoInfo:
         if first is None:
             raise FacefuseError(ErrorCode.CORRUPT_VIDEO, "the video has no frame that can be decoded",
                                 "re-export or re-download the video")
-        rate = stream.average_rate or stream.guessed_rate or Fraction(30)
-        frames = stream.frames
-        if not frames and stream.duration:
-            frames = int(stream.duration * stream.time_base * rate + 0.5)
+        rate = _rate(stream)
+        frames = _frame_count(container, stream, rate)
         ctx = stream.codec_context
         return VideoInfo(
             width=first.width, height=first.height, time_base=stream.time_base, rate=Fraction(rate),
@@ -125,16 +173,28 @@ def _decoded(container: av.container.InputContainer, stream: av.VideoStream) -> 
                             "re-export or re-download the video") from None
 
 
+@dataclass(frozen=True)
+class DecodedFrame:
+    """A decoded frame (kept to be passed through untouched) and its RGB pixels."""
+
+    frame: av.VideoFrame
+    image: np.ndarray
+
+    @property
+    def pts(self) -> int:
+        return int(self.frame.pts)
+
+
 def read_frames(path: Path, after_pts: int | None, end_pts: int | None, seek_pts: int | None,
-                stop: threading.Event) -> Iterator[av.VideoFrame]:
-    """Decoded frames with ``after_pts`` < pts < ``end_pts``, decoded on a thread of their own.
+                stop: threading.Event) -> Iterator[DecodedFrame]:
+    """Decoded frames with ``after_pts`` < pts < ``end_pts``, decoded and turned into RGB on a thread of their own.
 
     ``seek_pts`` jumps to the key frame before that time first (resume, ``start``). Decoding runs ahead by a few
     frames so it overlaps the fusion; ``stop`` ends the decoder thread early.
     """
-    frames: queue.Queue[av.VideoFrame | FacefuseError | None] = queue.Queue(DECODE_QUEUE)
+    frames: queue.Queue[DecodedFrame | FacefuseError | None] = queue.Queue(DECODE_QUEUE)
 
-    def put(item: av.VideoFrame | FacefuseError | None) -> bool:
+    def put(item: DecodedFrame | FacefuseError | None) -> bool:
         while not stop.is_set():
             try:
                 frames.put(item, timeout=0.1)
@@ -155,7 +215,7 @@ def read_frames(path: Path, after_pts: int | None, end_pts: int | None, seek_pts
                         continue
                     if end_pts is not None and frame.pts >= end_pts:
                         break
-                    if not put(frame):
+                    if not put(DecodedFrame(frame, to_rgb(frame))):
                         return
         except FacefuseError as exc:
             put(exc)
@@ -184,7 +244,9 @@ def to_rgb(frame: av.VideoFrame) -> np.ndarray:
 
 
 class SegmentEncoder:
-    """One segment: a fresh encoder (key frame first, no B-frames) into its own small file."""
+    """One segment: a fresh encoder (key frame first, no B-frames) into its own small file, fed through a bounded
+    queue to a thread of its own (``write`` returns at once unless the queue is full; ``close`` waits for the
+    last frame and raises what the encoder thread met)."""
 
     def __init__(self, path: Path, info: VideoInfo, codec: str, crf: float | None, bitrate: int | None,
                  preset: str) -> None:
@@ -217,8 +279,30 @@ class SegmentEncoder:
         ctx.options = options
         self.stream = stream
         self.frames = 0
+        self._queue: queue.Queue[tuple[av.VideoFrame | np.ndarray, int] | None] = queue.Queue(ENCODE_QUEUE)
+        self._error: BaseException | None = None
+        self.busy_s = 0.0  # the encoder thread's time spent converting and encoding
+        self._thread = threading.Thread(target=self._encode_all, name="facefuse-video-encode", daemon=True)
+        self._thread.start()
 
     def write(self, frame: av.VideoFrame | np.ndarray, pts: int) -> None:
+        """Queue one frame (RGB pixels, or a decoded frame passed through untouched) with its timestamp."""
+        if self._error is not None:
+            raise self._error
+        self._queue.put((frame, pts))
+        self.frames += 1
+
+    def _encode_all(self) -> None:
+        while (item := self._queue.get()) is not None:
+            if self._error is None:  # after an error the rest is drained unencoded, so no writer blocks
+                start = time.perf_counter()
+                try:
+                    self._encode(*item)
+                except BaseException as exc:  # noqa: BLE001 - handed to the writing thread by write/close
+                    self._error = exc
+                self.busy_s += time.perf_counter() - start
+
+    def _encode(self, frame: av.VideoFrame | np.ndarray, pts: int) -> None:
         if isinstance(frame, np.ndarray):
             frame = av.VideoFrame.from_ndarray(frame, format="rgb24")
         if frame.format.name != self.stream.pix_fmt:
@@ -227,11 +311,25 @@ class SegmentEncoder:
         frame.pts, frame.time_base = pts, self.info.time_base
         for packet in self.stream.encode(frame):
             self.container.mux(packet)
-        self.frames += 1
+
+    def _join(self) -> None:
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
 
     def close(self) -> None:
+        """Encode what is queued, flush the encoder and close the file."""
+        self._join()
+        if self._error is not None:
+            self.container.close()
+            raise self._error
         for packet in self.stream.encode(None):
             self.container.mux(packet)
+        self.container.close()
+
+    def abort(self) -> None:
+        """Stop without flushing (the run failed or was cancelled; the partial file is discarded)."""
+        self._join()
         self.container.close()
 
 

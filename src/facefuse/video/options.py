@@ -66,10 +66,6 @@ class VideoProgress:
     fps: float  # frames per second of this run so far
     eta_s: float | None
 
-    @property
-    def fraction(self) -> float:
-        return min(1.0, self.frames_done / self.frames_total) if self.frames_total else 0.0
-
 
 @dataclass
 class VideoResult:

@@ -8,6 +8,7 @@ with their speed (no lag). Time comes from the frame timestamps, so variable fra
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
@@ -47,23 +48,61 @@ class OneEuroFilter:
 
 
 class LutAverage:
-    """Exponential moving average of the blend stage's colour lookup tables (a :data:`LutSmoother`).
+    """Exponential moving average of the blend stage's colour lookup tables, updated in frame order.
 
     The histogram match is recomputed on every frame from a face region that shifts a little each time; averaging
     its tables over about ``1/weight`` frames keeps the skin tone from pulsing while still following a change of
-    light within a fraction of a second. ``reset`` at a scene cut, where the light really changes at once.
+    light within a fraction of a second. A new average starts at a scene cut, where the light really changes.
+
+    Why turns: frames are fused on several threads at once, but an average must take its frames in order. The
+    frame loop takes a :meth:`turn` per frame in frame order (one thread); each turn is the frame's
+    :data:`~facefuse.fusion.blend.LutSmoother` and waits, when called, until every earlier turn was used or closed.
     """
 
     def __init__(self, weight: float) -> None:
         self.weight = weight
         self._luts: np.ndarray | None = None
+        self._issued = 0
+        self._served = 0
+        self._ready = threading.Condition()
 
-    def reset(self) -> None:
-        self._luts = None
+    def turn(self) -> LutTurn:
+        """The next frame's place in the average (call in frame order)."""
+        self._issued += 1
+        return LutTurn(self, self._issued - 1)
+
+    def _take(self, index: int, luts: np.ndarray | None) -> np.ndarray | None:
+        """Frame ``index``'s tables (None: it had none) folded into the average, once the frames before it were."""
+        with self._ready:
+            self._ready.wait_for(lambda: self._served == index)
+            if luts is not None:
+                if self._luts is None or self._luts.shape != luts.shape:
+                    self._luts = luts.astype(np.float64)
+                else:
+                    self._luts = self._luts + self.weight * (luts - self._luts)
+            self._served += 1
+            self._ready.notify_all()
+            return None if luts is None else self._luts
+
+
+class LutTurn:
+    """One frame's use of a :class:`LutAverage`: called with the frame's tables (at most once), else closed."""
+
+    def __init__(self, average: LutAverage, index: int) -> None:
+        self._average = average
+        self._index = index
+        self._result: np.ndarray | None = None
+        self._done = False
 
     def __call__(self, luts: np.ndarray) -> np.ndarray:
-        if self._luts is None or self._luts.shape != luts.shape:
-            self._luts = luts.astype(np.float64)
-        else:
-            self._luts = self._luts + self.weight * (luts - self._luts)
-        return self._luts
+        if not self._done:
+            self._done = True
+            self._result = self._average._take(self._index, luts)
+        assert self._result is not None
+        return self._result
+
+    def close(self) -> None:
+        """Give up the turn unused (the frame matched no colours, or failed), so later frames need not wait."""
+        if not self._done:
+            self._done = True
+            self._average._take(self._index, None)

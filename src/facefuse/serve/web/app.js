@@ -53,6 +53,19 @@ function showError(error) {
   $("error").hidden = false;
 }
 
+// The error box of a page section ("jobs", "live"): its <prefix>-error, -error-message and -error-hint; null hides it.
+function sectionError(prefix, error) {
+  const box = $(prefix + "-error");
+  if (!error) {
+    box.hidden = true;
+    return;
+  }
+  $(prefix + "-error-message").textContent = friendly(error) + ".";
+  $(prefix + "-error-hint").textContent = error.hint ? error.hint.charAt(0).toUpperCase() + error.hint.slice(1) + "." : "";
+  if (error.code === "UNAUTHORIZED") $("settings").open = true;
+  box.hidden = false;
+}
+
 function clearError() {
   $("error").hidden = true;
 }
@@ -95,9 +108,14 @@ function setFile(role, file) {
   if (state.previewUrls[role]) URL.revokeObjectURL(state.previewUrls[role]);
   state.previewUrls[role] = URL.createObjectURL(file);
   const img = $(role + "-preview");
-  img.src = state.previewUrls[role];
-  img.hidden = false;
-  $(role + "-drop").classList.add("filled");
+  $(role + "-drop").querySelector(".placeholder").textContent = PLACEHOLDER;
+  if (file.type && !file.type.startsWith("image/")) {
+    showNoPreview(role); // not a picture: no broken-image icon, the server's verdict says what it is
+  } else {
+    img.src = state.previewUrls[role];
+    img.hidden = false;
+    $(role + "-drop").classList.add("filled");
+  }
   state.faces[role] = [];
   const option = state.faceOptions[role];
   if (option) state.faceChoice[option.name] = String(option.default);
@@ -106,6 +124,19 @@ function setFile(role, file) {
   checkPhoto(role, file);
   updateButton();
   if (state.files.source && state.files.target) fuse();
+}
+
+const PLACEHOLDER = "Choose or drop a photo";
+
+// A file the browser cannot show (not a picture, or a format such as TIFF it does not decode): the drop zone
+// names it instead of a broken-image icon; the server still checks it and says whether it can use it.
+function showNoPreview(role) {
+  const img = $(role + "-preview");
+  img.hidden = true;
+  img.removeAttribute("src");
+  $(role + "-drop").classList.remove("filled");
+  const name = state.files[role] ? state.files[role].name : "this file";
+  $(role + "-drop").querySelector(".placeholder").textContent = `No preview of ${name} — choose another photo`;
 }
 
 async function checkPhoto(role, file) {
@@ -193,6 +224,9 @@ function imageSizeOf(img) {
 function wireDrop(role) {
   const drop = $(role + "-drop");
   const input = $(role + "-file");
+  $(role + "-preview").addEventListener("error", () => {
+    if ($(role + "-preview").getAttribute("src")) showNoPreview(role);
+  });
   input.addEventListener("change", () => setFile(role, input.files[0]));
   drop.addEventListener("keydown", (event) => {
     if (event.key === "Enter" || event.key === " ") {
@@ -402,7 +436,11 @@ function addCheckbox(name, schema, onChange) {
   return () => (input.checked ? "true" : "false");
 }
 
+// Spellings of one value that a schema accepts side by side (the format "jpg" is "jpeg"): the page offers one.
+const ALIASES = { jpg: "jpeg" };
+
 function addSelect(name, schema, values, onChange) {
+  values = values.filter((value) => !(ALIASES[value] && values.includes(ALIASES[value])));
   const label = document.createElement("label");
   label.title = schema.description || "";
   const select = document.createElement("select");

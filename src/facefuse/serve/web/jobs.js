@@ -5,15 +5,7 @@
 const jobs = { files: [], id: null, timer: null, resultUrl: null };
 
 function jobsError(error) {
-  const box = $("jobs-error");
-  if (!error) {
-    box.hidden = true;
-    return;
-  }
-  $("jobs-error-message").textContent = friendly(error) + ".";
-  $("jobs-error-hint").textContent = error.hint ? error.hint.charAt(0).toUpperCase() + error.hint.slice(1) + "." : "";
-  if (error.code === "UNAUTHORIZED") $("settings").open = true;
-  box.hidden = false;
+  sectionError("jobs", error);
 }
 
 async function jobsRequest(method, path, body) {
@@ -35,6 +27,7 @@ function jobsChoose(files) {
   $("jobs-chosen").textContent = n === 0 ? "Choose or drop several photos, a zip of photos, or a video clip"
     : video ? `Video: ${jobs.files[0].name}` : n === 1 ? jobs.files[0].name : `${n} files chosen`;
   $("jobs-drop").classList.toggle("chosen", n > 0);
+  $("jobs-range").hidden = !video; // start and end apply to a video only
   jobsUpdateButton();
 }
 
@@ -49,8 +42,23 @@ function jobsClearResult() {
   video.removeAttribute("src");
   video.hidden = true;
   $("jobs-download").hidden = true;
-  $("jobs-failures").hidden = true;
-  $("jobs-failures").replaceChildren();
+  for (const list of ["jobs-failures", "jobs-warnings"]) {
+    $(list).hidden = true;
+    $(list).replaceChildren();
+  }
+}
+
+// What the server said about a finished job beyond its result (frames left unfused, the person chosen again
+// after a scene cut, a resumed run…), shown as a list under the progress.
+function jobsShowWarnings(warnings) {
+  const list = $("jobs-warnings");
+  list.replaceChildren();
+  for (const text of warnings || []) {
+    const line = document.createElement("li");
+    line.textContent = text.charAt(0).toUpperCase() + text.slice(1) + ".";
+    list.appendChild(line);
+  }
+  list.hidden = list.children.length === 0;
 }
 
 async function jobsStart() {
@@ -68,6 +76,11 @@ async function jobsStart() {
     if (value !== null) form.append(name, value);
   }
   if (state.faceChoice.source_face !== undefined) form.append("source_face", state.faceChoice.source_face);
+  if (!$("jobs-range").hidden) {
+    for (const [field, id] of [["start", "jobs-start-s"], ["end", "jobs-end-s"]]) {
+      if ($(id).value.trim() !== "") form.append(field, $(id).value.trim());
+    }
+  }
   $("jobs-status").hidden = false;
   $("jobs-progress").removeAttribute("value"); // indeterminate while uploading
   $("jobs-text").textContent = "Uploading…";
@@ -126,6 +139,7 @@ async function jobsFinished(job) {
     failures.appendChild(line);
   }
   failures.hidden = job.errors.length === 0;
+  jobsShowWarnings(job.warnings);
   if (job.state !== "done") {
     $("jobs-text").textContent = job.state === "cancelled" ? "Cancelled" : "The job failed";
     if (job.error) jobsError(job.error);

@@ -1,0 +1,127 @@
+"""Per-stage speed of this tree against an earlier commit (default: main), on the same machine at the same time.
+
+Why: the machine is shared, so figures taken an hour apart differ by more than most changes. Here the two source
+trees take turns: child processes alternate, base then this tree, each timing a warm photo fusion (720p target,
+both photos new) and a video fusion (720p and 1080p portrait clips, one face, decode → encode), and the medians
+over all turns are compared stage by stage, wall time beside the process's CPU time. Writes
+benchmarks/results/speed_ab.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+from io import BytesIO
+from pathlib import Path
+
+from common import FACES, REPO, machine, median, write_section
+from video import portrait_clip
+
+SOURCE = FACES / "face_recognition/biden.jpg"
+TARGET = FACES / "face_recognition/obama-720p.jpg"
+
+# one turn of one tree: warm up, then time photo fusions and video fusions; prints one JSON line
+CHILD = r"""
+import json, sys, time
+from pathlib import Path
+from facefuse.fusion.engine import FusionOptions
+from facefuse.pipeline import Fuser, FuserConfig
+from facefuse.video import fuse_video
+source, target, runs = Path(sys.argv[1]).read_bytes(), Path(sys.argv[2]).read_bytes(), int(sys.argv[3])
+clips, out = json.loads(sys.argv[4]), Path(sys.argv[5])
+fuser, options = Fuser(FuserConfig(analysis_cache_mb=0)), FusionOptions()
+for _ in range(3):
+    fuser.fuse(source, target, options)
+photo = []
+for _ in range(runs):
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = fuser.fuse(source, target, options)
+    result.encode("jpeg")
+    photo.append({**result.timings_ms, "wall": (time.perf_counter() - wall) * 1000,
+                  "cpu": (time.process_time() - cpu) * 1000})
+video = {}
+for name, clip in clips.items():
+    cpu = time.process_time()
+    result = fuse_video(sys.argv[1], clip, out, fuser=fuser)
+    video[name] = {**{k: v * 1000 / result.frames for k, v in result.timings_s.items()}, "fps": result.fps,
+                   "cpu": (time.process_time() - cpu) * 1000 / result.frames}
+print(json.dumps({"photo": photo, "video": video}))
+"""
+
+PHOTO_ROWS = ["target_decode", "target_detect", "target_landmarks", "source_decode", "source_detect",
+              "source_landmarks", "render", "segment", "blend", "total", "wall", "cpu"]
+VIDEO_ROWS = ["decode", "track", "fuse", "render", "segment", "blend", "label", "encode", "cpu", "fps"]
+LABELS = {"wall": "total incl. JPEG encode (wall)", "cpu": "CPU ms (process, all threads)",
+          "fps": "frames/s (wall)", "encode": "encode (busy)",
+          "fuse": "fuse (render + segment + blend + label)"}
+
+
+def base_tree(ref: str, folder: Path) -> Path:
+    """``ref``'s src/ unpacked into ``folder`` (git archive: no checkout, the work tree is left alone)."""
+    data = subprocess.run(["git", "-C", str(REPO), "archive", ref, "src"], capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=BytesIO(data)) as archive:
+        archive.extractall(folder, filter="data")
+    return folder / "src"
+
+
+def turn(src: Path, runs: int, clips: dict[str, str], out: Path) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    done = subprocess.run([sys.executable, "-c", CHILD, str(SOURCE), str(TARGET), str(runs), json.dumps(clips),
+                           str(out)], env=env, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--base", default="main", help="the commit to compare with")
+    parser.add_argument("--turns", type=int, default=3, help="turns of each tree (alternating)")
+    parser.add_argument("--runs", type=int, default=10, help="photo fusions per turn")
+    parser.add_argument("--frames", type=int, default=30, help="frames of each video clip")
+    args = parser.parse_args()
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory() as folder:
+        work = Path(folder)
+        trees = {"base": base_tree(args.base, work / "base"), "this": REPO / "src"}
+        clips = {}
+        for name, size in (("720p", (1280, 720)), ("1080p", (1920, 1080))):
+            clips[name] = str(work / f"{name}.mp4")
+            portrait_clip(Path(clips[name]), size, args.frames)
+        samples: dict[str, list[dict]] = {name: [] for name in trees}
+        for _ in range(args.turns):
+            for name, src in trees.items():
+                samples[name].append(turn(src, args.runs, clips, work / "out.mp4"))
+    load_after = os.getloadavg()
+
+    def photo(name: str, stage: str) -> float:
+        return median([run.get(stage, 0.0) for t in samples[name] for run in t["photo"]])
+
+    def video(name: str, clip: str, stage: str) -> str:
+        """The median, or "–" where that tree's video fusion does not report the stage."""
+        values = [t["video"][clip][stage] for t in samples[name] if stage in t["video"][clip]]
+        return f"{median(values):.1f}" if values else "–"
+
+    lines = ["## Speed, stage by stage, against `" + args.base + "` (`benchmarks/speed_ab.py`)", "",
+             (f"Machine: {machine()}. The two source trees took turns ({args.turns} turns each, child processes "
+              f"alternating), so both saw the same neighbours; load average (1 min) {load_before[0]:.1f} at the "
+              f"start, {load_after[0]:.1f} at the end, on {os.cpu_count()} cores: wall times are inflated by "
+              "that load, CPU times less so. Photo: warm `Fuser`, analysis cache off (both photos new), "
+              f"`biden.jpg` into `obama-720p.jpg`, {args.runs} fusions per turn after 3 warm-ups, median ms. "
+              f"Video: portrait clips of {args.frames} frames (one face, a slow camera move), decode → encode, "
+              "median ms per frame that each stage was busy (in this tree the stages run on their own threads "
+              "and overlap, so they add up to more than the wall time)."), "",
+             f"| photo stage (ms) | {args.base} | this tree |", "|---|---|---|"]
+    lines += [f"| {LABELS.get(s, s)} | {photo('base', s):.1f} | {photo('this', s):.1f} |" for s in PHOTO_ROWS]
+    lines += ["", (f"| video stage (ms per frame) | 720p {args.base} | 720p this tree | 1080p {args.base} | "
+              "1080p this tree |"), "|---|---|---|---|---|"]
+    lines += [f"| {LABELS.get(s, s)} | " + " | ".join(video(n, c, s) for c in clips for n in trees) + " |"
+              for s in VIDEO_ROWS]
+    print(write_section("speed_ab", "\n".join(lines)).read_text())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,240 @@
+// facefuse web page, live camera: camera frames go to the server over one WebSocket (/v1/live, protocol in
+// docs/live.md), the fused frames come back and are drawn beside the camera, with frames/s and latency.
+// Uses app.js's $, state (the source photo, the option controls) and friendly().
+"use strict";
+
+const LIVE_PROTOCOL = "facefuse.live.v1";
+const LIVE_MAX_SIDE = 640; // frames are sent at most 640 px wide or high
+const LIVE_QUALITY = 0.8; // JPEG quality of the frames sent
+const LIVE_KEEP = 20000; // samples of each statistic kept (what a benchmark reads)
+
+const live = {
+  ws: null,
+  stream: null,
+  seq: 0,
+  sent: new Map(), // sequence number → capture time (performance.now()) of frames not answered yet
+  grab: document.createElement("canvas"),
+  lastError: null,
+  // what the page shows and a test or benchmark reads (window.facefuseLive); inFlight: frames sent and not yet
+  // answered, beyond which camera frames are skipped. 1 by measurement (benchmarks/live.py, two busy cores): 2
+  // shows more frames/s, but each frame waits for the one before it, so its latency is ~1.7× as long
+  stats: { inFlight: 1, shown: 0, fused: 0, skipped: 0, dropped: 0, latencyMs: [], serverMs: [], shownAt: [] },
+};
+window.facefuseLive = live.stats;
+
+function liveError(error) {
+  sectionError("live", error);
+}
+
+function liveUpdateButton() {
+  $("live-start").disabled = !state.files.source || live.ws !== null;
+}
+
+// The same option controls as a single fusion, as JSON values; live frames always come back as JPEG.
+function liveOptions() {
+  const options = {};
+  for (const [name, read] of state.controls) {
+    const value = read();
+    if (value === null || name === "output_format" || name === "quality") continue;
+    const number = Number(value);
+    options[name] = value === "true" ? true : value === "false" ? false : value !== "" && !isNaN(number) ? number : value;
+  }
+  if (state.faceChoice.source_face !== undefined) options.source_face = state.faceChoice.source_face;
+  options.segmentation = $("live-masks").checked ? "auto" : "off";
+  return options;
+}
+
+function base64url(text) {
+  return btoa(unescape(encodeURIComponent(text))).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+async function liveStart() {
+  if (!state.files.source) {
+    liveError({ code: "NO_SOURCE", message: "Choose a source photo in step 1 first" });
+    return;
+  }
+  liveError(null);
+  try {
+    live.stream = await navigator.mediaDevices.getUserMedia({ video: { width: 640, height: 480 }, audio: false });
+  } catch (_) {
+    liveError({ code: "CAMERA", message: "The camera is not available", hint: "allow camera access and try again" });
+    return;
+  }
+  const video = $("live-camera");
+  video.srcObject = live.stream;
+  $("live-views").hidden = false;
+  Object.assign(live.stats, { shown: 0, fused: 0, skipped: 0, dropped: 0, latencyMs: [], serverMs: [], shownAt: [] });
+  live.sent.clear();
+  live.lastError = null;
+  const protocols = [LIVE_PROTOCOL];
+  const key = $("api-key").value.trim();
+  if (key) protocols.push("facefuse.key." + base64url(key)); // a browser cannot send an Authorization header here
+  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+  const ws = new WebSocket(`${scheme}//${location.host}/v1/live`, protocols);
+  ws.binaryType = "arraybuffer";
+  live.ws = ws;
+  liveUpdateButton();
+  $("live-stop").hidden = false;
+  $("live-stats").textContent = "Connecting…";
+  let opened = false;
+  ws.onopen = async () => {
+    opened = true;
+    ws.send(JSON.stringify({ type: "start", options: liveOptions() }));
+    ws.send(await state.files.source.arrayBuffer());
+    $("live-stats").textContent = "Preparing the source face…";
+  };
+  ws.onmessage = (event) => (typeof event.data === "string" ? liveText(JSON.parse(event.data)) : liveShow(event.data));
+  ws.onclose = (event) => liveClosed(event, opened);
+}
+
+function liveText(message) {
+  if (message.type === "ready") {
+    $("live-stats").textContent = "Live";
+    liveNextFrame();
+  } else if (message.type === "error") {
+    live.lastError = message.error;
+  }
+}
+
+// One camera frame per video frame (requestVideoFrameCallback), sent only while fewer than stats.inFlight wait
+// for their answer: a slow server makes the page skip camera frames rather than pile them up.
+function liveNextFrame() {
+  const video = $("live-camera");
+  if (!live.ws) return;
+  if (video.requestVideoFrameCallback) video.requestVideoFrameCallback(liveCapture);
+  else setTimeout(liveCapture, 33);
+}
+
+function liveCapture() {
+  const ws = live.ws;
+  if (!ws || ws.readyState !== WebSocket.OPEN) return;
+  const video = $("live-camera");
+  if (live.sent.size >= live.stats.inFlight || !video.videoWidth) {
+    live.stats.skipped += video.videoWidth ? 1 : 0;
+    liveNextFrame();
+    return;
+  }
+  const scale = Math.min(1, LIVE_MAX_SIDE / Math.max(video.videoWidth, video.videoHeight));
+  live.grab.width = Math.round(video.videoWidth * scale);
+  live.grab.height = Math.round(video.videoHeight * scale);
+  const captured = performance.now();
+  live.grab.getContext("2d").drawImage(video, 0, 0, live.grab.width, live.grab.height);
+  const seq = live.seq = (live.seq + 1) >>> 0;
+  live.sent.set(seq, captured);
+  live.grab.toBlob((blob) => {
+    if (blob && live.ws === ws && ws.readyState === WebSocket.OPEN) {
+      const header = new DataView(new ArrayBuffer(4));
+      header.setUint32(0, seq);
+      ws.send(new Blob([header.buffer, blob]));
+    }
+  }, "image/jpeg", LIVE_QUALITY);
+  liveNextFrame();
+}
+
+async function liveShow(data) {
+  const header = new DataView(data, 0, 16);
+  const seq = header.getUint32(0);
+  const serverMs = header.getUint32(4) / 1000;
+  const captured = live.sent.get(seq);
+  for (const waiting of live.sent.keys()) if (waiting <= seq) live.sent.delete(waiting); // older ones were dropped
+  const bitmap = await createImageBitmap(new Blob([new Uint8Array(data, 16)], { type: "image/jpeg" }));
+  const canvas = $("live-output");
+  if (canvas.width !== bitmap.width || canvas.height !== bitmap.height) {
+    canvas.width = bitmap.width;
+    canvas.height = bitmap.height;
+  }
+  canvas.getContext("2d").drawImage(bitmap, 0, 0);
+  bitmap.close();
+  const now = performance.now();
+  const s = live.stats;
+  s.shown += 1;
+  s.fused += header.getUint32(12);
+  s.dropped = header.getUint32(8);
+  if (captured === undefined) return; // not a frame this page sent (cannot happen with a well-behaved server)
+  // one sample of each per frame shown, so latencyMs[i] and serverMs[i] are the same frame's
+  for (const [list, value] of [[s.shownAt, now], [s.serverMs, serverMs], [s.latencyMs, now - captured]]) {
+    list.push(value);
+    if (list.length > LIVE_KEEP) list.splice(0, list.length - LIVE_KEEP); // an hour-long session stays small
+  }
+  liveStatsText();
+}
+
+function liveStatsText() {
+  const s = live.stats;
+  const now = performance.now();
+  let recent = 0; // frames shown in the last 2 s
+  for (let i = s.shownAt.length - 1; i >= 0 && now - s.shownAt[i] <= 2000; i--) recent += 1;
+  recent /= 2;
+  const last = (list) => list.slice(-60).sort((a, b) => a - b);
+  const latency = last(s.latencyMs);
+  const server = last(s.serverMs);
+  const median = (list) => (list.length ? list[Math.floor(list.length / 2)] : 0);
+  $("live-stats").textContent = `${recent.toFixed(1)} frames/s · latency ${median(latency).toFixed(0)} ms ` +
+    `(camera to screen) · server ${median(server).toFixed(0)} ms · ${s.dropped + s.skipped} frames skipped`;
+}
+
+function liveClosed(event, opened) {
+  liveCleanup();
+  if (live.lastError) {
+    liveError(live.lastError);
+  } else if (!opened) {
+    liveRefused(); // the browser hides a refused handshake's status: ask the server why
+  } else if (event.code !== 1000) {
+    liveError({ code: "NETWORK", message: "The live connection was lost", hint: "start it again" });
+  }
+  $("live-stats").textContent = "Stopped";
+}
+
+async function liveRefused() {
+  try {
+    const response = await fetch("/v1/live", { headers: headers() });
+    const body = await response.json().catch(() => null);
+    if (!response.ok && body && body.error) {
+      const retry = response.headers.get("Retry-After");
+      if (retry && !body.error.hint) body.error.hint = `try again in ${retry} s`;
+      liveError(body.error);
+      return;
+    }
+  } catch (_) {
+    // fall through to the plain message
+  }
+  liveError({ code: "NETWORK", message: "The server refused the live connection", hint: "reload the page and try again" });
+}
+
+function liveCleanup() {
+  if (live.stream) live.stream.getTracks().forEach((t) => t.stop());
+  live.stream = null;
+  live.ws = null;
+  live.sent.clear();
+  $("live-camera").srcObject = null;
+  $("live-stop").hidden = true;
+  liveUpdateButton();
+}
+
+function liveStop() {
+  const ws = live.ws;
+  if (!ws) return;
+  ws.onclose = ws.onmessage = null;
+  ws.close(1000, "stopped by the user");
+  liveCleanup();
+  $("live-stats").textContent = "Stopped";
+}
+
+function wireLive() {
+  if (!(navigator.mediaDevices && navigator.mediaDevices.getUserMedia && window.WebSocket)) {
+    $("live-start").title = "this browser has no camera access";
+    return;
+  }
+  $("live-start").addEventListener("click", liveStart);
+  $("live-stop").addEventListener("click", liveStop);
+  $("source-file").addEventListener("change", () => {
+    liveUpdateButton();
+    if (live.ws) { // a new source face: start again with it
+      liveStop();
+      liveStart();
+    }
+  });
+  $("source-drop").addEventListener("drop", () => setTimeout(liveUpdateButton));
+}
+
+wireLive();

@@ -1,0 +1,113 @@
+"""The one record every stage reads and returns: what the stages before it computed for one photo (and, inside the
+per-face stages, for one of its faces).
+
+Frozen: a stage returns a new record (:func:`dataclasses.replace`) and never changes the one it was given, so a
+record can be shared (a prepared source by every target of a batch and every frame of a video) without locks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..analysis.types import Face, ImageAnalysis
+from ..errors import FacefuseError
+from ..fusion.engine import FusionOptions
+
+if TYPE_CHECKING:
+    from ..fusion.blend import LutSmoother
+    from ..fusion.engine import FusionEngine, RenderedFace, SourceFace
+    from ..fusion.occlusion import OcclusionMasks
+    from ..imageio import ImageInput
+    from ..fusion.blend import BlendRegion
+    from .encode import Encoding
+
+Role = Literal["source", "target", "image", "frame"]
+
+
+@dataclass(frozen=True, eq=False)
+class AlignedFace:
+    """The align stage's result, computed once per target face: the engine's image → crop matrix and the target
+    photo in that crop, as photographed (the render stage reshapes its own copy; the segment stage reads this)."""
+
+    matrix: np.ndarray  # (2, 3) image → crop
+    crop: np.ndarray  # (size, size, 3) uint8
+
+
+@dataclass(frozen=True, eq=False)
+class TargetFace:
+    """One face the per-face stages work on: as the analysis found it (for the report), as the stages before
+    changed it (restored, re-measured), and the colour smoother a video carries for its track."""
+
+    found: Face
+    face: Face
+    smoother: LutSmoother | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class PreparedSource:
+    """The source's record after its slice of the list: analysed, gated, restored, and the engine's payload.
+
+    Made once per fusion, batch, video or live session (:meth:`facefuse.pipeline.Fuser.prepare`)."""
+
+    analysis: ImageAnalysis
+    face: Face
+    prepared: SourceFace
+    engine: FusionEngine
+    timings_ms: Mapping[str, float]
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, eq=False)
+class Record:
+    """What the stages know about one photo (``role``: the source, a target, a photo to detect, a video frame)."""
+
+    role: Role
+    options: FusionOptions = field(default_factory=FusionOptions)
+    input: ImageInput | None = None  # what decode reads: a path, bytes or an RGB array
+    must_fuse: bool = True  # a refusal is raised (photos) or kept in ``refusal`` (detect, video frames)
+    cache_key: str | None = None
+    detected: Any = None  # the detect stage's boxes for the landmarks stage (facefuse.analysis.analyzer.Detected)
+    analysis: ImageAnalysis | None = None
+    image: np.ndarray | None = None  # the photo being worked on: decoded, then restored, then fused face by face
+    faces: tuple[TargetFace, ...] = ()  # the chosen faces that passed the gate
+    refusal: FacefuseError | None = None  # the gate's verdict when it refused and did not raise
+    source: PreparedSource | None = None  # for targets and frames
+    engine: FusionEngine | None = None  # the source's engine, resolved once (by Fuser.prepare, else by render)
+    prepared: SourceFace | None = None  # the source's render stage: the engine's payload
+    encode: Encoding | None = None  # set: the encode stage writes ``encoded``
+    encoded: bytes | None = None
+    # the per-face stages' fields, for the face ``face`` is (reset for each face)
+    face: TargetFace | None = None
+    aligned: AlignedFace | None = None
+    rendered: RenderedFace | None = None
+    masks: OcclusionMasks | None = None
+    region: BlendRegion | None = None  # the changed region's box and crops (relight → blend)
+    lit: np.ndarray | None = None  # the new face's pixels relit to the target's colour and light, in that box
+    notes: tuple[str, ...] = ()  # warnings for the caller, in the order the stages wrote them
+    timings_ms: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def fusing(self) -> bool:
+        """False when both degrees are 0: the photo comes back untouched (labelled), no face is changed."""
+        return self.options.profile_degree > 0 or self.options.feature_degree > 0
+
+    def noted(self, *notes: str) -> Record:
+        return replace(self, notes=(*self.notes, *(n for n in notes if n not in self.notes)))
+
+    def timed(self, name: str, ms: float) -> Record:
+        return replace(self, timings_ms=MappingProxyType({**self.timings_ms, name: self.timings_ms.get(name, 0.0) + ms}))
+
+    def with_face(self, face: TargetFace | None) -> Record:
+        """The record the per-face stages see for ``face`` (their fields cleared)."""
+        return replace(self, face=face, aligned=None, rendered=None, masks=None, region=None, lit=None)
+
+    def refuse(self, error: FacefuseError) -> Record:
+        """The gate's refusal: raised for photos, kept for detect and video frames (whose faces are then none)."""
+        if self.must_fuse:
+            raise error
+        return replace(self, refusal=error, faces=())

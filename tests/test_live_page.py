@@ -1,0 +1,91 @@
+"""The web page's live camera in a real Chromium whose fake camera plays the shared Hamilton clip (a Y4M made at
+test time), against a real server on loopback with an API key and one live session allowed."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from browser import camera_browser, make_fake_camera
+from serve_helpers import LiveServer
+from test_web_page import ARTIFACTS, open_page
+
+from facefuse.config import StoreConfig
+
+KEY = "live-page-key"
+
+
+@pytest.fixture(scope="module")
+def server(store_config: StoreConfig) -> Iterator[LiveServer]:
+    with LiveServer(store_config, api_key=KEY, live_max_sessions=1) as live:
+        yield live
+
+
+@pytest.fixture(scope="module")
+def camera(browser, faces_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    clip = faces_dir.parent / "video" / "short_hamilton_clip.mp4"
+    y4m = make_fake_camera(clip, tmp_path_factory.mktemp("camera") / "hamilton.y4m", seconds=3)
+    with camera_browser(browser, y4m) as chromium:
+        yield chromium
+
+
+def live_page(camera, server, **kwargs):
+    context, page, problems = open_page(camera, server, viewport={"width": 1280, "height": 900},
+                                        permissions=["camera"], **kwargs)
+    page.evaluate("key => sessionStorage.setItem('facefuse-api-key', key)", KEY)
+    page.reload()
+    return context, page, problems
+
+
+def test_live_camera_shows_fused_frames_with_rate_and_latency(camera, server, faces_dir: Path):
+    context, page, problems = live_page(camera, server, api_errors={429})
+    other = None
+    try:
+        assert page.locator("#live-start").is_disabled()  # no source face yet
+        page.set_input_files("#source-file", str(faces_dir / "face_recognition" / "obama.jpg"))
+        page.locator("#live-start").click()
+        page.wait_for_function("() => window.facefuseLive.shown >= 15 && window.facefuseLive.fused >= 5",
+                               timeout=120_000)
+        stats = page.evaluate("() => window.facefuseLive")
+        assert len(stats["latencyMs"]) >= 10 and all(0 < ms < 60_000 for ms in stats["latencyMs"])
+        assert all(ms > 0 for ms in stats["serverMs"])
+        text = page.locator("#live-stats").inner_text()
+        assert re.match(r"^\d+\.\d frames/s · latency \d+ ms \(camera to screen\) · server \d+ ms · \d+ frames skipped$",
+                        text), text
+        size = page.evaluate("() => [document.getElementById('live-output').width,"
+                             " document.getElementById('live-output').height]")
+        assert size == [640, 360]  # the camera's frames, back at their size
+        # the AI-generated mark's dark box is in the bottom-right corner of the fused view
+        corner = page.evaluate("""() => {
+            const c = document.getElementById('live-output');
+            const d = c.getContext('2d').getImageData(c.width - 60, c.height - 14, 40, 6).data;
+            let white = 0;
+            for (let i = 0; i < d.length; i += 4) white += d[i] > 200 && d[i + 1] > 200 && d[i + 2] > 200;
+            return white;
+        }""")
+        assert corner > 0  # the mark's white letters
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.locator("#live").screenshot(path=str(ARTIFACTS / "web-live.png"))
+
+        # a second visitor while the only session is in use: told the server is busy, and when to retry
+        other, other_page, other_problems = live_page(camera, server, api_errors={429})
+        other_page.set_input_files("#source-file", str(faces_dir / "face_recognition" / "obama.jpg"))
+        other_page.locator("#live-start").click()
+        other_page.locator("#live-error").wait_for(state="visible")
+        assert other_page.locator("#live-error-message").inner_text() == "The server is busy."
+        assert re.search(r"[Tt]ry again in \d+ s", other_page.locator("#live-error-hint").inner_text())
+        assert other_problems == []
+
+        page.locator("#live-stop").click()
+        assert page.locator("#live-stats").inner_text() == "Stopped"
+        assert page.evaluate("() => document.getElementById('live-camera').srcObject") is None  # camera off
+        assert not page.locator("#live-start").is_disabled()
+        page.set_viewport_size({"width": 390, "height": 844})  # a phone: the two views stack, nothing overflows
+        assert page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth") <= 0
+        assert problems == []
+    finally:
+        if other is not None:
+            other.close()
+        context.close()

@@ -1,0 +1,116 @@
+"""Every path runs a slice of the one stage list: a photo, a batch, a video, a live frame and detect each name the
+stages that ran (from the record's timings), and a stage added to the list runs for photos, batches and video
+alike. Real models and real photos throughout; the extra stage is a real stage defined here, not a stand-in."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+from video_clips import camera, load, write_clip
+
+from facefuse.fusion.engine import FusionOptions
+from facefuse.jobs import PhotoTask, fuse_photos
+from facefuse.pipeline import Fuser, FuserConfig
+from facefuse.stages import SOURCE, Record, Stage
+from facefuse.video import fuse_video
+
+ANALYSIS = ["decode", "detect", "landmarks"]
+PER_FACE = ["align", "render", "segment", "relight", "blend"]  # post is an empty slot by default: it does not run
+TARGET = [*ANALYSIS, "gate", "restore", *PER_FACE, "label"]
+
+
+@dataclass(frozen=True, eq=False)
+class Recorder(Stage):
+    """A stage added to the list: it writes its name into the record's notes and keeps what it saw."""
+
+    name = "recorder"
+    seen: list[Record] = field(default_factory=list)
+
+    def __call__(self, record: Record) -> Record:
+        self.seen.append(record)
+        return record.noted(f"{self.name} ran")
+
+
+@pytest.fixture(scope="module")
+def uncached(store_config) -> Fuser:
+    """Analysis cache off, so every photo runs its detector and landmarks and the timings show them."""
+    return Fuser(FuserConfig(store=store_config, analysis_cache_mb=0))
+
+
+def stages_ran(timings: dict[str, float], source: bool = False) -> list[str]:
+    """The stage names in a result's ``timings``, in the order they ran: the source's or the target's."""
+    if source:
+        return [k.removeprefix("source_") for k in timings if k.startswith("source_")]
+    return [k for k in timings if not k.startswith("source_") and k != "total"]
+
+
+def test_the_list_is_the_documented_order(uncached: Fuser) -> None:
+    assert uncached.stages.names == ("decode", "detect", "landmarks", "gate", "restore", "align", "render",
+                                     "segment", "relight", "blend", "post", "label", "encode")
+    assert [s.name for s in uncached.stages.stages if s.per_face] == [*PER_FACE, "post"]
+
+
+def test_a_photo_runs_the_source_slice_then_the_whole_list(uncached: Fuser, rec: Path) -> None:
+    result = uncached.fuse(rec / "biden.jpg", rec / "obama.jpg")
+    assert stages_ran(result.timings_ms, source=True) == [*ANALYSIS, "gate", "restore", "render"]
+    assert stages_ran(result.timings_ms) == TARGET
+    assert set(SOURCE) == {*ANALYSIS, "gate", "restore", "render"}
+
+
+def test_detect_runs_decode_to_gate_with_the_fusions_verdict(uncached: Fuser, faces_dir: Path, rec: Path) -> None:
+    ok = uncached.detect(rec / "obama.jpg")
+    assert list(ok.timings_ms) == [*ANALYSIS, "gate"] and ok.refusal is None
+    refused = uncached.detect(faces_dir / "dlib-faces" / "dogs.jpg")
+    assert refused.refusal is not None and refused.refusal.code.value == "NO_FACE"
+
+
+def test_an_added_stage_runs_for_photos_batches_and_video(uncached: Fuser, rec: Path, tmp_path: Path) -> None:
+    recorder = Recorder()
+    fuser = uncached.with_stage(recorder, after="post")
+    assert fuser.stages.names[-4:] == ("post", "recorder", "label", "encode")
+    assert uncached.stages.names[-3:] == ("post", "label", "encode")  # the original list is left as it was
+
+    photo = fuser.fuse(rec / "biden.jpg", rec / "obama.jpg")
+    assert "recorder ran" in photo.warnings
+    assert stages_ran(photo.timings_ms) == [*TARGET[:-1], "recorder", "label"]
+
+    recorder.seen.clear()
+    done: list[tuple[str, str | None]] = []
+    tasks = [PhotoTask(i, name, rec / name) for i, name in enumerate(["obama.jpg", "obama2.jpg"])]
+    fuse_photos(fuser, rec / "biden.jpg", tasks, tmp_path / "batch", FusionOptions(), "JPEG", 90,
+                lambda task, name, error: done.append((task.name, name)))
+    assert [name for _, name in done] == ["0001-obama.jpg", "0002-obama2.jpg"]
+    assert [r.role for r in recorder.seen] == ["target", "target"]
+    # the source was prepared once for the batch: both targets carry the same prepared source
+    assert recorder.seen[0].source is recorder.seen[1].source is not None
+    assert all(list(r.timings_ms) == TARGET[:-1] for r in recorder.seen)
+
+    recorder.seen.clear()
+    photo_frames = load(rec / "obama-720p.jpg")
+    frames = [camera(photo_frames, (320, 240), t / 5, (663.0, 190.0, 175.0), pan=0.1) for t in range(6)]
+    clip = tmp_path / "clip.mp4"
+    write_clip(clip, frames, audio=False)
+    result = fuse_video(rec / "biden.jpg", clip, tmp_path / "out.mp4", fuser=fuser)
+    assert result.frames_fused == 6 and "recorder ran" in result.warnings
+    assert len(recorder.seen) == 6 and {r.role for r in recorder.seen} == {"frame"}
+    # the tracker stands in for decode, detect and landmarks; nothing else differs from a photo
+    assert all(list(r.timings_ms) == ["gate", "restore", *PER_FACE] for r in recorder.seen)
+    assert {"gate", "restore", "render", "recorder", "label"} <= set(result.timings_s)
+
+
+def test_a_live_frame_runs_gate_to_label_on_the_faces_it_is_given(uncached: Fuser, rec: Path) -> None:
+    options = FusionOptions()
+    source = uncached.prepare(rec / "biden.jpg", options)
+    frame = load(rec / "obama-480p.jpg")
+    faces = uncached.analyzer.find(frame)  # a tracker's faces (here: found in the frame itself)
+    record = uncached.fuse_frame(source, frame, faces, options)
+    assert list(record.timings_ms) == ["gate", "restore", *PER_FACE, "label"]
+    assert len(record.faces) == 1 and not np.array_equal(record.image, frame)
+    # the same stages on a photo fused as a target give the same pixels
+    photo = uncached.fuse_prepared(source, frame, options)
+    assert np.array_equal(photo.image, record.image)
+    nobody = uncached.fuse_frame(source, frame, [], options)
+    assert nobody.faces == () and list(nobody.timings_ms) == ["gate", "restore", "label"]
