@@ -66,8 +66,9 @@ class FusionOptions(Options):
         "compressed, before fusion; on: every chosen face; off: never. Uses our UTKFace-trained restorer "
         "(non-commercial research licence; skipped with a warning when the deployment disallows such models)")
     crop_size: int = option(
-        512, "Crop size", "128–1024 px: side of the aligned face crop the mesh engine renders; work grows with its "
-        "square, so the service takes it from its operator, not from requests",
+        512, "Crop size", "128–1024 px: the largest side of the aligned face crop the mesh engine renders (a "
+        "smaller face gets a crop at the photo's own resolution); work grows with its square, so the service takes "
+        "it from its operator, not from requests",
         scope=Scope.OPERATOR, ge=128, le=1024)
     light: Literal["shading", "shape"] = option(
         "shading", "Light", "shading: the target's own shading moved onto the new face (fewest blotches); shape: the "
