@@ -283,7 +283,7 @@ def lighting_rows(bench: Bench, sets: dict[str, PhotoSet], modes: list[str], peo
 
 def step_timings(bench: Bench, runs: int = 10) -> list[str]:
     """ms (wall and CPU, medians of ``runs`` warm fusions of a 720p pair) of the steps issue 17 added, timed by
-    wrapping them where the pipeline calls them, beside the render and blend stages that hold them."""
+    wrapping them where the pipeline calls them, beside the render, relight and blend stages that hold them."""
     import time
     from facefuse.fusion import blend, mesh_engine
 
@@ -312,7 +312,7 @@ def step_timings(bench: Bench, runs: int = 10) -> list[str]:
         if run < 2:
             spent.clear()
             continue
-        for stage in ("render", "blend", "total"):
+        for stage in ("render", "relight", "blend", "total"):
             stages.setdefault(f"{stage}` (light={light}", []).append(timings[stage])
     rows = [f"| {label} | {median([w for w, _ in v]):.1f} | {median([c for _, c in v]):.1f} |"
             for label, v in spent.items()]
