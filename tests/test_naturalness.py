@@ -133,3 +133,49 @@ def test_licence_switch_falls_back_to_classic_masks_with_a_warning(store_config,
     result = strict.fuse(faces_dir / "face_recognition/biden.jpg", faces_dir / "face_recognition/obama.jpg",
                          FusionOptions(visible_label=False))
     assert any("classic geometric masks" in w for w in result.warnings), result.warnings
+
+
+def test_spherical_harmonics_light_is_recovered_from_a_lit_surface():
+    """A Lambertian hemisphere rendered under a known second-order SH light: the least-squares fit renders it back
+    and finds where the light comes from."""
+    from facefuse.fusion.shading import fit_light, sh_basis
+
+    ys, xs = np.mgrid[-1:1:96j, -1:1:96j]
+    inside = xs ** 2 + ys ** 2 < 0.9
+    normals = np.zeros((96, 96, 3), np.float32)
+    normals[..., 0], normals[..., 1] = xs, ys
+    normals[..., 2] = np.sqrt(np.clip(1 - xs ** 2 - ys ** 2, 0, 1))
+    normals[~inside] = 0
+    light = np.array([0.6, 0.25, -0.1, 0.3, 0.0, 0.05, 0.0, 0.02, 0.03])
+    image = (sh_basis(normals) @ light).astype(np.float32) * inside
+    fitted = fit_light(image, normals, inside.astype(np.float32))
+    rendered = sh_basis(normals[inside]) @ fitted
+    # within the bias of the fit's deliberate ridge (a face sees half a sphere of normals), ~3 % here
+    assert np.abs(rendered - image[inside]).max() < 0.05 * image[inside].max()
+    # the side-to-side and up-down direction of the light come back (z trades against the constant on a hemisphere)
+    assert abs(fitted[1] - light[1]) < 0.03 and abs(fitted[2] - light[2]) < 0.03
+
+
+def test_makeup_is_toned_to_the_targets_lips_unless_asked_to_keep_it(fuser, faces_dir):
+    """A red-lipstick source onto a bearded man: with make-up "target" the new lips' colour is the target's (a*,
+    the red–green axis, near the target's lips), with "source" the lipstick stays."""
+    import cv2
+
+    from facefuse.geometry.regions import LIPS_INNER, LIPS_OUTER, polygon_mask
+
+    source = faces_dir / "hard/makeup/01_blue_smoky_eyes_red_lipstick.png"
+    target = faces_dir / "hard/beard/02_full_dark_beard.png"
+    analysis = fuser.analyze(target)
+    mesh = max(analysis.faces, key=lambda f: f.area).landmarks
+    side = max(analysis.image.shape[:2])
+    height, width = analysis.image.shape[:2]
+    lips = (polygon_mask(mesh[LIPS_OUTER], side) * (1 - polygon_mask(mesh[LIPS_INNER], side)))[:height, :width] > 0.5
+
+    def redness(image: np.ndarray) -> float:
+        return float(np.median(cv2.cvtColor(image, cv2.COLOR_RGB2Lab)[..., 1][lips]))
+
+    toned = redness(fuser.fuse(source, target, FusionOptions(visible_label=False)).image)
+    kept = redness(fuser.fuse(source, target, FusionOptions(visible_label=False, makeup="source")).image)
+    own = redness(analysis.image)
+    assert kept - own > 5, (kept, own)  # the lipstick is really there when kept
+    assert abs(toned - own) < 0.5 * abs(kept - own), (toned, kept, own)

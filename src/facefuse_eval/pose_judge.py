@@ -20,17 +20,18 @@ GENERIC_HEAD = np.array([[0.0, 0.0, 0.0], [0.0, -330.0, -65.0], [-225.0, 170.0, 
                          [-150.0, -150.0, -125.0], [150.0, -150.0, -125.0]])
 
 
-def predictor_path() -> Path:
+def dlib_model(name: str) -> Path:
+    """A model file of the ``face-recognition-models`` wheel."""
     spec = importlib.util.find_spec("face_recognition_models")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("the pose judge needs the face-recognition-models wheel (pip install facefuse[test])")
-    return Path(list(spec.submodule_search_locations)[0]) / "models" / "shape_predictor_68_face_landmarks.dat"
+        raise RuntimeError("the dlib judges need the face-recognition-models wheel (pip install facefuse[test])")
+    return Path(list(spec.submodule_search_locations)[0]) / "models" / name
 
 
 class PoseJudge:
     def __init__(self) -> None:
         self.detector = dlib.get_frontal_face_detector()
-        self.predictor = dlib.shape_predictor(str(predictor_path()))
+        self.predictor = dlib.shape_predictor(str(dlib_model("shape_predictor_68_face_landmarks.dat")))
 
     def face_rect(self, image: np.ndarray, near_box: np.ndarray) -> dlib.rectangle:
         """dlib's own HOG detection of the face nearest ``near_box`` (x, y, w, h), else that box (dlib's detector
@@ -38,14 +39,34 @@ class PoseJudge:
         jitter does not count as a change of pose."""
         x, y, w, h = (float(v) for v in near_box)
         centre = np.array([x + w / 2, y + h / 2])
-        found = [r for r in self.detector(image, 1)
-                 if np.linalg.norm(np.array([r.center().x, r.center().y]) - centre) < 0.3 * w]
+        # search a window of 3× the box around it: HOG over a whole 1600 px photo costs seconds
+        x0, y0 = int(max(0, x - w)), int(max(0, y - h))
+        window = np.ascontiguousarray(image[y0:int(y + 2 * h), x0:int(x + 2 * w)])
+        found = [dlib.translate_rect(r, dlib.point(x0, y0)) for r in self.detector(window, 1)]
+        found = [r for r in found if np.linalg.norm(np.array([r.center().x, r.center().y]) - centre) < 0.3 * w]
         return found[0] if found else dlib.rectangle(int(x), int(y), int(x + w), int(y + h))
 
-    def pose(self, image: np.ndarray, rect: dlib.rectangle) -> Pose | None:
+    def landmarks(self, image: np.ndarray, rect: dlib.rectangle) -> np.ndarray:
+        """dlib's 68 points (x, y) of the face in ``rect``: also the skin judges' geometry (facefuse_eval.skin)."""
         shape = self.predictor(image, rect)
-        points = np.array([[shape.part(i).x, shape.part(i).y] for i in range(68)], dtype=np.float64)
-        return solve_pose(points, image.shape)
+        return np.array([[shape.part(i).x, shape.part(i).y] for i in range(68)], dtype=np.float64)
+
+    def pose(self, image: np.ndarray, rect: dlib.rectangle) -> Pose | None:
+        return solve_pose(self.landmarks(image, rect), image.shape)
+
+
+class DlibIdentityJudge:
+    """dlib's ResNet face descriptor (128-D, L2-normalised here): the second identity judge, independent of both the
+    pipeline and MobileFaceNet. Shares the pose judge's detector and 68-point predictor."""
+
+    def __init__(self, pose_judge: PoseJudge) -> None:
+        self.pose_judge = pose_judge
+        self.model = dlib.face_recognition_model_v1(str(dlib_model("dlib_face_recognition_resnet_model_v1.dat")))
+
+    def embed(self, image: np.ndarray, near_box: np.ndarray) -> np.ndarray:
+        rect = self.pose_judge.face_rect(image, near_box)
+        descriptor = np.array(self.model.compute_face_descriptor(image, self.pose_judge.predictor(image, rect)))
+        return descriptor / max(np.linalg.norm(descriptor), 1e-9)
 
 
 def solve_pose(points: np.ndarray, shape: tuple[int, ...]) -> Pose | None:

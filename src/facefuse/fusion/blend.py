@@ -7,8 +7,9 @@ Choices, by measurement (benchmarks/quality.py, seam metric and timings):
 - Blending: a Laplacian-pyramid (multi-band) blend by default; Poisson cloning (cv2.seamlessClone,
   ``blend="poisson"``) is available and compared in BENCHMARKS.md (seam score, identity and time).
 - Sharpening: a small unsharp mask with the difference clipped, so edges gain crispness without halos.
-- Paste-back: only the bounding box of the changed region is resampled at the photo's own resolution, so a 4K
-  photo costs about what a 720p one does and every pixel outside the region is left byte-identical.
+- Paste-back: only the bounding box of the changed region is resampled (bicubic) at the photo's own resolution, so
+  a 4K photo costs about what a 720p one does and every pixel outside the region is left byte-identical; the
+  pasted skin's fine detail is then matched to the photo's (:mod:`.detail`, issue 17).
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from typing import Callable
 import cv2
 import numpy as np
 
+from .detail import match_detail
 from .engine import FusionOptions, RenderedFace
 from .occlusion import OcclusionMasks
 from .relight import relight
+from .shading import ShapeNormals, relight_sh
 
 PYRAMID_LEVELS = 5
 CONTRAST_LIMITS = (0.8, 1.25)  # the most colour matching may shrink or stretch the face's contrast, locally
@@ -61,12 +64,15 @@ def _histogram_luts(face_lab: np.ndarray, target_lab: np.ndarray, weight: np.nda
 
 
 def match_colour(face: np.ndarray, target: np.ndarray, mask: np.ndarray, face_skin: np.ndarray | None = None,
-                 target_skin: np.ndarray | None = None, smooth_luts: LutSmoother | None = None) -> np.ndarray:
+                 target_skin: np.ndarray | None = None, smooth_luts: LutSmoother | None = None,
+                 normals: ShapeNormals | None = None) -> np.ndarray:
     """The face's colours and lighting moved to the target's inside ``mask`` (both uint8 RGB crops).
 
     Histogram matching per channel in Lab (perceptual: lightness apart from colour) fixes skin tone and contrast,
-    applied as lookup tables on OpenCV's 8-bit Lab; then :func:`relight` gives the face the target's shading,
-    read from each photo's own bare skin (``face_skin``/``target_skin``; the eroded mask when not given).
+    applied as lookup tables on OpenCV's 8-bit Lab; then the light: with the faces' 3-D ``normals``,
+    :func:`relight_sh` lights the source's shape by the target's light; without, :func:`relight` gives the face the
+    target's shading. Both read each photo's own bare skin (``face_skin``/``target_skin``; the eroded mask when not
+    given).
     """
     # the inner face: skin and features in both photos, without the hair and background near the mask's edge
     inner = cv2.erode((mask > 0.5).astype(np.uint8), np.ones((3, 3), np.uint8), iterations=max(1, face.shape[0] // 40))
@@ -82,8 +88,12 @@ def match_colour(face: np.ndarray, target: np.ndarray, mask: np.ndarray, face_sk
     matched = cv2.LUT(face_lab, luts8[None])
     columns = np.flatnonzero(weight.max(axis=0))
     face_width = float(columns[-1] - columns[0] + 1)
-    return relight(matched, target_lab, weight if face_skin is None else face_skin,
-                   weight if target_skin is None else target_skin, face_width)
+    face_skin = weight if face_skin is None else face_skin
+    target_skin = weight if target_skin is None else target_skin
+    if normals is not None:
+        return relight_sh(cv2.cvtColor(matched, cv2.COLOR_Lab2RGB), target, face_skin, target_skin, normals,
+                          face_width)
+    return relight(matched, target_lab, face_skin, target_skin, face_width)
 
 
 def multiband_blend(foreground: np.ndarray, background: np.ndarray, alpha: np.ndarray,
@@ -126,10 +136,14 @@ def unsharp(image: np.ndarray, amount: float, weight: np.ndarray, limit: float =
     return cv2.add(image, detail, dtype=cv2.CV_8U)
 
 
-def paste_back(image: np.ndarray, crop: np.ndarray, region: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+def paste_back(image: np.ndarray, crop: np.ndarray, region: np.ndarray, matrix: np.ndarray,
+               detail: np.ndarray | None = None) -> np.ndarray:
     """Put ``crop`` back into ``image`` where ``region`` > 0, resampling only the region's bounding box.
 
-    Colour and region travel as one 4-channel warp; pixels whose warped region weight is 0 keep their exact bytes.
+    Colour and region travel as one 4-channel warp (bicubic: the face's fine detail survives the trip); pixels
+    whose warped region weight is 0 keep their exact bytes. With ``detail`` (a 0–1 weight in the crop: the new
+    face's bare skin and the reshaped target around it) the pasted fine detail is brought to the photo's own level
+    there (:func:`detail.match_detail`).
     """
     inverse = cv2.invertAffineTransform(matrix)
     box_in_crop = _bounding_box(region)
@@ -146,12 +160,17 @@ def paste_back(image: np.ndarray, crop: np.ndarray, region: np.ndarray, matrix: 
     shifted = inverse.copy()
     shifted[:, 2] -= (x0, y0)
     rgba = np.dstack([crop, np.clip(region * 255.0 + 0.5, 0, 255).astype(np.uint8)])
-    warped = cv2.warpAffine(rgba, shifted, (int(x1 - x0), int(y1 - y0)), flags=cv2.INTER_LINEAR,
+    warped = cv2.warpAffine(rgba, shifted, (int(x1 - x0), int(y1 - y0)), flags=cv2.INTER_CUBIC,
                             borderMode=cv2.BORDER_CONSTANT, borderValue=(0, 0, 0, 0))
     alpha = warped[..., 3].astype(np.float32) / 255.0
     out = image.copy()
-    roi = out[y0:y1, x0:x1]
-    out[y0:y1, x0:x1] = cv2.blendLinear(warped[..., :3], roi, alpha, 1.0 - alpha)
+    roi = image[y0:y1, x0:x1]
+    pasted = cv2.blendLinear(warped[..., :3], roi, alpha, 1.0 - alpha)
+    if detail is not None:
+        weight = cv2.warpAffine(detail.astype(np.float32), shifted, (int(x1 - x0), int(y1 - y0)),
+                                flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=0) * alpha
+        pasted = match_detail(pasted, roi, weight, float(np.sqrt(abs(np.linalg.det(matrix[:, :2])))))
+    out[y0:y1, x0:x1] = pasted
     return out
 
 
@@ -185,6 +204,8 @@ class BlendRegion:
     face_skin: np.ndarray | None
     target_skin: np.ndarray | None
     on_top: np.ndarray | None  # the target's occluders, kept as the photo's own bytes
+    detail: np.ndarray  # where the paste-back matches the fine detail to the photo's (issue 17)
+    normals: ShapeNormals | None  # the faces' 3-D normals on the box, for the light from shape
 
 
 def blend_region(rendered: RenderedFace, parsing: OcclusionMasks | None = None) -> BlendRegion | None:
@@ -217,7 +238,15 @@ def blend_region(rendered: RenderedFace, parsing: OcclusionMasks | None = None) 
         # a round trip through the crop would resample it, so the paste-back leaves those pixels alone
         on_top = parsing.target_keep[sub] * (mask > 0.01)
         paste = paste * (1.0 - on_top)
-    return BlendRegion(x0, y0, crop, target, mask, keep, paste, face_skin, target_skin, on_top)
+    # skin detail (issue 17): matched to the photo's on the new face's bare skin and the target's own reshaped
+    # pixels around it (not the new features, not what stays on top)
+    skin = 1.0 if rendered.skin is None else rendered.skin[sub]
+    detail = np.maximum(mask * (1.0 - keep) * skin, 1.0 - mask)
+    if on_top is not None:
+        detail = detail * (1.0 - on_top)
+    normals = None if rendered.normals is None else ShapeNormals(
+        rendered.normals.new[sub], rendered.normals.source[sub], rendered.normals.target[sub])
+    return BlendRegion(x0, y0, crop, target, mask, keep, paste, face_skin, target_skin, on_top, detail, normals)
 
 
 def blend_in(image: np.ndarray, rendered: RenderedFace, region: BlendRegion, lit: np.ndarray,
@@ -235,4 +264,4 @@ def blend_in(image: np.ndarray, rendered: RenderedFace, region: BlendRegion, lit
         blended = unsharp(blended, options.sharpen, region.mask)
     to_box = rendered.matrix.copy()
     to_box[:, 2] -= (region.x0, region.y0)  # image → the box's own pixels
-    return paste_back(image, blended, region.paste, to_box)
+    return paste_back(image, blended, region.paste, to_box, region.detail)

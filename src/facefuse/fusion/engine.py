@@ -10,7 +10,7 @@ photo with several target faces pays for the source once.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol
 
 import numpy as np
 from pydantic import Field
@@ -18,6 +18,9 @@ from pydantic import Field
 from ..analysis.types import Face
 from ..restore import RestoreMode
 from ..schema import Options, Scope, option
+
+if TYPE_CHECKING:
+    from .shading import ShapeNormals
 
 
 FaceIndex = Annotated[int, Field(ge=0, le=999)]
@@ -69,9 +72,17 @@ class FusionOptions(Options):
         "is as sharp as the photo's; off (default: on small-source pairs it raised skin sharpness but lowered "
         "identity slightly, see BENCHMARKS.md)")
     crop_size: int = option(
-        512, "Crop size", "128–1024 px: side of the aligned face crop the mesh engine renders; work grows with its "
-        "square, so the service takes it from its operator, not from requests",
+        512, "Crop size", "128–1024 px: the largest side of the aligned face crop the mesh engine renders (a "
+        "smaller face gets a crop at the photo's own resolution); work grows with its square, so the service takes "
+        "it from its operator, not from requests",
         scope=Scope.OPERATOR, ge=128, le=1024)
+    light: Literal["shading", "shape"] = option(
+        "shading", "Light", "shading: the target's own shading moved onto the new face (fewest blotches); shape: the "
+        "target's light fitted on the 3-D face and applied to the source's shape (keeps the source's nose and "
+        "cheekbone shading, fewer streaks on side-lit photos, more blotches; mesh engine)")
+    makeup: Literal["target", "source"] = option(
+        "target", "Make-up", "target: the source's lipstick and eye shadow toned to the target's own lips and eyelids "
+        "(make-up is colour, not identity); source: the source's make-up is kept (a make-up try-on)")
     segmentation: Literal["auto", "off"] = option(
         "auto", "Keep what covers the face", "auto: the trained segmenter keeps the target's glasses, fringe and "
         "hands on top and the source's hair out, when the licence setting allows it (else the classic masks, with "
@@ -96,7 +107,9 @@ class RenderedFace:
     ``region`` marks every crop pixel that may differ from the original target (default: the mask), and is what
     gets pasted back, so pixels outside it stay byte-identical. ``skin`` (float32, 0–1) marks the bare skin of the
     new geometry (no brows, eyes, lips): where the relight stage reads each photo's shading; engines that know no
-    geometry leave it ``None`` and the relight stage uses the eroded mask.
+    geometry leave it ``None`` and the relight stage uses the eroded mask. ``normals`` (the new face's, the
+    source's and the target's 3-D normals per pixel) lets the relight stage move the light by the faces' shape
+    (:mod:`facefuse.fusion.shading`); without it the target's shading is transferred (:mod:`.relight`).
     """
 
     crop: np.ndarray
@@ -106,6 +119,7 @@ class RenderedFace:
     keep_target: np.ndarray | None = None
     region: np.ndarray | None = None
     skin: np.ndarray | None = None
+    normals: ShapeNormals | None = None
 
 
 class FusionEngine(Protocol):

@@ -23,7 +23,9 @@ from ..geometry import align, mesh
 from ..geometry.align import crop_template
 from ..geometry.regions import (FACE_OVAL, IDENTITY_POINTS, LIPS_INNER, LIPS_OUTER, MOUTH_GROUP, face_masks, feather,
                                 polygon_mask, shrink, skin_mask)
+from .albedo import tone_makeup
 from .engine import FusionOptions, RenderedFace, SourceFace
+from .shading import mirrored, normal_maps, vertex_normals
 
 RING_SCALE = 1.45  # fixed ring around the face oval where the geometric warp fades to nothing
 BORDER_POINTS = 5  # fixed points per crop side
@@ -67,24 +69,32 @@ def destination_geometry(target: np.ndarray, source_shape: np.ndarray, anchors: 
     return target + field(target)
 
 
-def close_mouth(crop: np.ndarray, points: np.ndarray) -> np.ndarray:
-    """The source crop with its mouth interior painted in lip colour.
+def close_mouth(image: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """The source photo with its mouth interior painted in lip colour (``points``: its mesh in image pixels).
 
     FaceMesh's inner-lip contour runs inside the teeth of a wide smile, so an open source mouth would leave teeth
     on the target's lips once squeezed into a closed target mouth; the target's own interior is kept anyway.
+    Done once per source photo, on the mouth's box only.
     """
-    size = crop.shape[0]
-    inner = polygon_mask(points[LIPS_INNER], size)
-    lips = polygon_mask(points[LIPS_OUTER], size) * (1.0 - inner)
+    height, width = image.shape[:2]
+    mouth_width = float(np.ptp(points[LIPS_OUTER, 0]))
+    pad = max(8, int(mouth_width / 6))
+    x0, y0 = np.maximum(np.floor(points[LIPS_OUTER, :2].min(0)).astype(int) - pad, 0)
+    x1, y1 = np.minimum(np.ceil(points[LIPS_OUTER, :2].max(0)).astype(int) + pad, [width, height])
+    if x1 - x0 < 4 or y1 - y0 < 4:
+        return image
+    local = points[:, :2] - (x0, y0)
+    side = max(x1 - x0, y1 - y0)
+    inner = polygon_mask(local[LIPS_INNER], side)[:y1 - y0, :x1 - x0]
+    lips = polygon_mask(local[LIPS_OUTER], side)[:y1 - y0, :x1 - x0] * (1.0 - inner)
     if inner.sum() < 4 or lips.sum() < 4:
-        return crop
-    colour = np.median(crop[lips > 0.5], axis=0)
-    x0, y0 = np.maximum(np.floor(points[LIPS_OUTER].min(0)).astype(int) - 8, 0)
-    x1, y1 = np.ceil(points[LIPS_OUTER].max(0)).astype(int) + 8
+        return image
     box = (slice(y0, y1), slice(x0, x1))
-    grown = feather(cv2.dilate(inner[box], np.ones((5, 5), np.uint8)), 2.0)[..., None]
-    out = crop.copy()
-    out[box] = (crop[box] * (1.0 - grown) + colour * grown + 0.5).astype(np.uint8)
+    colour = np.median(image[box][lips > 0.5], axis=0)
+    grow = max(2, int(round(mouth_width / 30)))
+    grown = feather(cv2.dilate(inner, np.ones((2 * grow + 1, 2 * grow + 1), np.uint8)), grow)[..., None]
+    out = image.copy()
+    out[box] = (image[box] * (1.0 - grown) + colour * grown + 0.5).astype(np.uint8)
     return out
 
 
@@ -119,17 +129,43 @@ def mirror_fill(mesh_3d: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     return (partners, weights) if weights.max() > 0.05 else None
 
 
+CROP_OVERSAMPLE = 1.0  # crop pixels per photo pixel on the face: the photo's own resolution, neither less nor more
+CROP_STEP = 16  # crop sides are multiples of this (the coarse grids divide them evenly)
+MIN_CROP = 128
+
+
+def face_crop_size(keypoints: np.ndarray, largest: int) -> int:
+    """The side of the crop that holds the face at the photo's own resolution, within [``MIN_CROP``, ``largest``].
+
+    A fixed 512 px crop rendered a 330 px face at half its resolution (self-fusion kept 0.15–0.33 of the skin's
+    fine detail, issue 17) and a 100 px face at 1.7× (work spent on pixels the paste-back throws away)."""
+    scale = np.sqrt(abs(np.linalg.det(align.similarity(keypoints, crop_template(largest))[:, :2])))
+    native = largest / max(scale, 1e-6) * CROP_OVERSAMPLE
+    return int(np.clip(np.ceil(native / CROP_STEP) * CROP_STEP, MIN_CROP, largest))
+
+
+def photo_warp(image: np.ndarray, to_crop: np.ndarray, table: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """``image`` resampled once (bicubic) onto the crop by remap ``table``, given in the coordinates of the aligned
+    crop that ``to_crop`` (image → crop) defines."""
+    inverse = cv2.invertAffineTransform(to_crop).astype(np.float32)
+    map_x, map_y = table
+    image_x = inverse[0, 0] * map_x + inverse[0, 1] * map_y + inverse[0, 2]
+    image_y = inverse[1, 0] * map_x + inverse[1, 1] * map_y + inverse[1, 2]
+    return cv2.remap(image, image_x, image_y, interpolation=cv2.INTER_CUBIC, borderMode=cv2.BORDER_REFLECT101)
+
+
 class MeshFusionEngine:
     name = "mesh"
 
     def prepare_source(self, image: np.ndarray, face: Face) -> SourceFace:
         assert face.landmarks is not None, "the analyzer gives every accepted face a mesh"
         turned = face.pose is not None and abs(face.pose.yaw) > MIRROR_FROM_YAW
-        return SourceFace(face, {"image": image, "mesh": face.landmarks,
+        return SourceFace(face, {"image": close_mouth(image, face.landmarks), "mesh": face.landmarks,
                                  "mirror": mirror_fill(face.landmarks) if turned else None})
 
     def crop_matrix(self, face: Face, options: FusionOptions) -> tuple[np.ndarray, int]:
-        size = options.crop_size
+        """The face-sized crop (:func:`face_crop_size`): the photo's own resolution, ``crop_size`` at most."""
+        size = face_crop_size(face.keypoints, options.crop_size)
         return align.similarity(face.keypoints, crop_template(size)), size
 
     def render(self, source: SourceFace, target_crop: np.ndarray, to_crop: np.ndarray, target_face: Face,
@@ -137,15 +173,16 @@ class MeshFusionEngine:
         assert target_face.landmarks is not None
         size = target_crop.shape[0]
         profile, feature = options.profile_degree / 100.0, options.feature_degree / 100.0
-        target_pts = align.apply(to_crop, target_face.landmarks)[:, :2]
+        target_3d = align.apply(to_crop, target_face.landmarks)
+        target_pts = target_3d[:, :2]
 
         source_mesh = source.payload["mesh"]
-        shape = reposed_shape(source_mesh, target_face.landmarks)[:, :2]
-        shape = align.apply(align.similarity(shape, target_pts), shape)
+        shape_3d = reposed_shape(source_mesh, target_face.landmarks)
+        shape_3d = align.apply(align.similarity(shape_3d[:, :2], target_pts), shape_3d)
+        shape = shape_3d[:, :2]
         source_to_crop = align.similarity(source_mesh[:, :2], target_pts)
-        source_crop = align.aligned_crop(source.payload["image"], source_to_crop, size)
-        source_pts = align.apply(source_to_crop, source_mesh)[:, :2]
-        source_crop = close_mouth(source_crop, source_pts)
+        source_3d = align.apply(source_to_crop, source_mesh)
+        source_pts = source_3d[:, :2]
 
         ring_t = shrink(target_pts[FACE_OVAL], RING_SCALE)
         ring_s = shrink(source_pts[FACE_OVAL], RING_SCALE)
@@ -164,14 +201,29 @@ class MeshFusionEngine:
             sources.append(np.concatenate([np.column_stack([weights, np.zeros_like(weights)]),
                                            np.zeros((len(ring_s) + len(fixed), 2))]))
         tables = mesh.remap_tables(ids, sources, dst_all, triangles, MAP_STEP)
+        # the source is resampled once, straight from its own pixels (crop tables composed with the crop's inverse
+        # alignment), bicubic: an aligned crop warped again lost a third of the skin's fine detail per resampling;
+        # the target's aligned crop (the align stage's, shared with the segment stage) is remapped once, bicubic
         warped_target = mesh.warp(target_crop, *tables[0])
-        warped_source = mesh.warp(source_crop, *tables[1])
+        warped_source = photo_warp(source.payload["image"], source_to_crop, tables[1])
         if mirror is not None:
-            mirrored = mesh.warp(source_crop, *tables[2])
+            mirror_texture = photo_warp(source.payload["image"], source_to_crop, tables[2])
             weight = np.clip(tables[3][0], 0.0, 1.0)
-            warped_source = cv2.blendLinear(mirrored, warped_source, weight, 1.0 - weight)
+            warped_source = cv2.blendLinear(mirror_texture, warped_source, weight, 1.0 - weight)
+        skin = skin_mask(dest, size)
+        if options.makeup == "target":
+            warped_source = tone_makeup(warped_source, warped_target, dest, skin)
 
         # the target's pixels move up to the ring, so the region that may change reaches half way to it
         mask, keep, region = face_masks(dest, size, feature, region_scale=(1 + RING_SCALE) / 2, region_feather=2)
+        normals = None
+        if options.light == "shape":
+            # the new face's surface: the source's 3-D shape in the target's pose, as far as the degrees move it
+            new_3d = target_3d + feature * (shape_3d - target_3d)
+            face_tris = triangles[np.all(triangles < len(dest), axis=1)]
+            vertex = [vertex_normals(points, face_tris) for points in (new_3d, source_3d, target_3d)]
+            if mirror is not None:
+                vertex[1] = mirrored(vertex[1], face_axes(source_3d), *mirror)
+            normals = normal_maps(ids, dst_all, triangles, vertex, MAP_STEP)
         return RenderedFace(crop=warped_source, target_crop=warped_target, mask=mask, matrix=to_crop,
-                            keep_target=keep, region=region, skin=skin_mask(dest, size))
+                            keep_target=keep, region=region, skin=skin, normals=normals)

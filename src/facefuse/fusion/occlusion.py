@@ -9,7 +9,7 @@ no warping, only scaling. They decide:
   (``target_keep``, with ``target_photo``: the unreshaped crop those pixels come from);
 - which source pixels are not the source's face (its hair, glasses, a hand) and must not be used (``source_hidden``:
   the target's own skin, relit like the rest, shows there instead of a smear of the source's hair);
-- where each photo's bare skin is, for the relight stage (``target_skin``, ``source_skin``).
+- where each photo's bare skin is (skin and nose), for the relight stage (``target_skin``, ``source_skin``).
 Without the model (licence setting, or ``segmentation="off"``) the classic geometric masks of the engine are used.
 """
 
@@ -20,8 +20,11 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from ..analysis.segmentation import HAIR, OCCLUDER, SEGMENT_SIZE, SKIN, FaceSegmenter
+from ..analysis.segmentation import HAIR, NOSE, OCCLUDER, SEGMENT_SIZE, SKIN, FaceSegmenter
 from .engine import RenderedFace
+
+
+CORE_HAIR_FLOOR = 0.7  # hair probability from which the target's hair covers the new face's bare skin
 
 
 @dataclass(frozen=True)
@@ -45,13 +48,24 @@ def occlusion_masks(segmenter: FaceSegmenter, rendered: RenderedFace, photo: np.
     def up(plane: np.ndarray) -> np.ndarray:
         return cv2.resize(plane, size, interpolation=cv2.INTER_LINEAR)
 
+    hair = up(_confident(target[HAIR]))
+    target_skin = up(target[SKIN] + target[NOSE])  # the nose is bare skin too, and its sides say most about light
+    if rendered.skin is not None:
+        # on the new face's bare skin (cheeks, forehead, nose: not the brows, not the jaw line where a beard or a
+        # fringe sits) the target's hair stays on top only when the segmenter is sure: it called deep shadow on a
+        # side-lit cheek "hair" and kept the whole shadowed half of the target's face (issue 17, sidelight/04);
+        # what it is then not sure of counts as the target's skin, so the relight sees that shadow
+        core = rendered.skin.astype(np.float32)
+        sure = up(_confident(target[HAIR], CORE_HAIR_FLOOR))
+        hair = hair * (1.0 - core) + sure * core
+        target_skin = np.minimum(target_skin + up(target[HAIR]) * core * (1.0 - sure), 1.0)
     return OcclusionMasks(
         # an occluder is grown (thin frames); hair is not: a grown fringe would take back the source's forehead
-        target_keep=np.maximum(_grown(up(_confident(target[OCCLUDER], 0.35)), size[0]), up(_confident(target[HAIR]))),
+        target_keep=np.maximum(_grown(up(_confident(target[OCCLUDER], 0.35)), size[0]), hair),
         target_photo=photo,
         source_hidden=up(_confident(source[HAIR] + source[OCCLUDER])),
-        target_skin=up(target[SKIN]),
-        source_skin=up(source[SKIN]),
+        target_skin=target_skin,
+        source_skin=up(source[SKIN] + source[NOSE]),
     )
 
 
