@@ -30,7 +30,9 @@ def test_photo_batch_from_the_page(browser, server, faces_dir: Path):
     # the server asks for a key: the first load of the page is answered 401 until the user gives it
     context, page, problems = open_page(browser, server, api_errors={401}, viewport={"width": 1280, "height": 900})
     try:
-        page.locator("#settings summary").click()  # the server asks for a key: a user types it in the settings
+        # the server asks for a key: the page says so and opens its settings, where the user types it
+        page.locator("#error-message").wait_for(state="visible")
+        assert "API key" in page.locator("#error-message").inner_text()
         page.locator("#api-key").fill(KEY)
         page.set_input_files("#source-file", str(rec / "obama.jpg"))
         assert page.locator("#jobs-start").is_disabled()  # nothing chosen to fuse into yet
