@@ -21,7 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--until", choices=STAGES, default="export", help="stop after this stage")
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--base", type=int, default=defaults.teacher.base, help="teacher base channel width")
-    parser.add_argument("--teacher-steps", type=int, default=defaults.teacher_steps)
+    parser.add_argument("--teacher-steps", type=int, default=defaults.teacher_steps,
+                        help="the teacher's cosine schedule length (a resumed run may change it: the schedule follows)")
+    parser.add_argument("--lr", type=float, default=defaults.teacher_lr, help="peak learning rate of the teacher")
     parser.add_argument("--prune-ratio", type=float, default=defaults.prune_ratio)
     parser.add_argument("--prune-iterations", type=int, default=defaults.prune_iterations)
     parser.add_argument("--finetune-steps", type=int, default=defaults.finetune_steps)
@@ -36,6 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def config_from(args: argparse.Namespace) -> RestorerConfig:
     config = RestorerConfig(out=args.out, data_root=args.data, seed=args.seed, batch=args.batch,
                             teacher=UNetConfig(base=args.base), teacher_steps=args.teacher_steps,
+                            teacher_lr=args.lr,
                             prune_ratio=args.prune_ratio, prune_iterations=args.prune_iterations,
                             finetune_steps=args.finetune_steps, distil_steps=args.distil_steps,
                             threads=args.threads, grad_checkpoint=args.grad_checkpoint,

@@ -55,8 +55,8 @@ class DegradeConfig:
         return max(3, k)
 
 
-def blur_kernel(rng: np.random.Generator, config: DegradeConfig) -> np.ndarray:
-    """An isotropic or anisotropic (rotated) Gaussian kernel, normalised to sum 1."""
+def blur_kernel(rng: np.random.Generator, config: DegradeConfig) -> tuple[np.ndarray, float]:
+    """An isotropic or anisotropic (rotated) Gaussian kernel, normalised to sum 1, and its larger σ (px)."""
     lo, hi = (s * config.scale for s in config.blur_sigma)
     sx = rng.uniform(lo, hi)
     sy = sx if rng.random() < 0.5 else rng.uniform(lo, hi)
@@ -67,7 +67,7 @@ def blur_kernel(rng: np.random.Generator, config: DegradeConfig) -> np.ndarray:
     yy, xx = np.mgrid[-r:r + 1, -r:r + 1]
     grid = np.stack([xx, yy], -1).astype(np.float64)
     kernel = np.exp(-0.5 * np.einsum("...i,ij,...j->...", grid, inv, grid))
-    return (kernel / kernel.sum()).astype(np.float32)
+    return (kernel / kernel.sum()).astype(np.float32), float(max(sx, sy))
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,9 @@ class Degraded:
     lq: np.ndarray      # degraded, back at the crop size, float32 RGB in [0, 1]
     small: np.ndarray   # the low-resolution image before scaling back (for the bicubic baseline)
     gt: np.ndarray      # ground truth, float32 RGB in [0, 1] (greyscale when the gray branch fired)
+    side: int = 0       # the side the face was reduced to (= size: not reduced), for per-bucket reports
+    quality: int = 0    # the JPEG quality it was stored with
+    blur: float = 0.0   # the larger blur σ in px at the crop size (0: not blurred)
 
 
 def _grey(img: np.ndarray) -> np.ndarray:
@@ -105,8 +108,10 @@ def degrade(rgb: np.ndarray, rng: np.random.Generator, config: DegradeConfig = D
     if rng.random() < config.gray_prob or (grain and rng.random() < 0.5):
         gt = _grey(gt)
     img = gt
+    blur = 0.0
     if rng.random() < config.blur_prob:
-        img = cv2.filter2D(img, -1, blur_kernel(rng, config), borderType=cv2.BORDER_REFLECT)
+        kernel, blur = blur_kernel(rng, config)
+        img = cv2.filter2D(img, -1, kernel, borderType=cv2.BORDER_REFLECT)
     side = int(round(rng.uniform(*config.face_px) * config.scale))
     side = min(config.size, max(8, side))
     if side < config.size:
@@ -123,4 +128,5 @@ def degrade(rgb: np.ndarray, rng: np.random.Generator, config: DegradeConfig = D
     small = cv2.imdecode(buf, cv2.IMREAD_COLOR)[:, :, ::-1].astype(np.float32) / 255.0
     up = UP_INTERPOLATIONS[rng.integers(len(UP_INTERPOLATIONS))]
     lq = cv2.resize(small, (config.size, config.size), interpolation=up) if side < config.size else small
-    return Degraded(lq=np.clip(lq, 0, 1).astype(np.float32), small=np.ascontiguousarray(small), gt=gt)
+    return Degraded(lq=np.clip(lq, 0, 1).astype(np.float32), small=np.ascontiguousarray(small), gt=gt,
+                    side=side, quality=quality, blur=blur / config.scale)

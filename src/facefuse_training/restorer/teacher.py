@@ -53,7 +53,7 @@ def train_teacher(config: RestorerConfig, images: np.ndarray) -> Path:
         lq, gt = draw(step)
         return restoration_loss(model(lq), gt)
 
-    train_loop({"model": model}, model.parameters(), loss_at, loop_spec(config, "teacher", config.teacher_steps))
+    train_loop({"model": model}, model.parameters(), loss_at, loop_spec(config, "teacher", config.teacher_steps, lr=config.teacher_lr))
     model.grad_checkpoint = False
     torch.save(model, final)
     return final
