@@ -16,6 +16,7 @@ from facefuse.cli import main
 from facefuse_training.common.loop import LoopSpec, train_loop
 from facefuse_training.common.seeding import seed_everything, step_rng
 from facefuse_training.restorer.degrade import DegradeConfig, blur_kernel, degrade
+from facefuse_training.restorer.evaluate import bicubic, bucket_gains
 from facefuse_training.restorer.model import UNet, UNetConfig
 from facefuse_training.restorer.student import step_ratio
 
@@ -51,6 +52,9 @@ def test_report_fields(quick_run: Path):
     for name in ("pruned", "pruned_ft", "student"):
         assert {"psnr_db", "ssim", "fidelity_psnr_db", "fidelity_ssim"} <= set(holdout[name])
         assert 0 < holdout[name]["ssim"] <= 1 and holdout[name]["psnr_db"] > 10
+    buckets = holdout["by_face_px"]
+    assert sum(row["count"] for row in buckets.values()) == holdout["images"]["count"]
+    assert all({"teacher", "student", "bicubic_db"} <= set(row) for row in buckets.values())
 
 
 def test_onnx_matches_pytorch_at_any_batch_and_size(quick_run: Path):
@@ -139,3 +143,19 @@ def test_degradation_covers_what_users_send(faces_dir: Path):
     for p in pairs:
         assert 0 <= p.lq.min() and p.lq.max() <= 1 and not np.array_equal(p.lq, p.gt)
         assert np.abs(p.lq.mean(axis=(0, 1)) - p.gt.mean(axis=(0, 1))).max() < 0.03
+        # what was done is recorded, for the per-bucket report
+        assert p.side == p.small.shape[0] and 15 <= p.quality <= 70 and 0 <= p.blur <= 3.0
+    assert 0 < sum(p.blur > 0 for p in pairs) < len(pairs)
+
+
+def test_bucket_report_splits_by_face_size(faces_dir: Path):
+    """Every pair lands in one face-size bucket; an output equal to bicubic gains 0 dB there, the truth gains more."""
+    first = min((faces_dir.parent / "train" / "utkface" / "images").iterdir())
+    face = cv2.resize(cv2.imread(str(first))[:, :, ::-1], (128, 128))
+    pairs = [degrade(face, np.random.default_rng(s), DegradeConfig()) for s in range(30)]
+    plain = [bicubic(p.small, 128) for p in pairs]
+    report = bucket_gains(pairs, {"bicubic again": plain, "truth-ish": [0.5 * (b + p.gt) for b, p in zip(plain, pairs)]},
+                          128)
+    assert sum(row["count"] for row in report.values()) == len(pairs)
+    for row in report.values():
+        assert row["bicubic again"] == pytest.approx(0.0, abs=1e-9) and row["truth-ish"] > 0
