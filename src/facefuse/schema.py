@@ -32,12 +32,13 @@ class Scope(str, Enum):
 
 
 def option(default: Any, title: str, description: str, *, scope: Scope = Scope.REQUEST, control: str | None = None,
-           flag: str | None = None, **constraints: Any) -> Any:
+           flag: str | None = None, aliases: dict[str, str] | None = None, **constraints: Any) -> Any:
     """A field of an :class:`Options` model.
 
     ``title`` is the short label of the web control, ``description`` the help text of the flag and the HTTP field.
     ``control`` overrides the web control the page would pick from the type (``face`` = the face picker of the
     photo the field's name starts with); ``flag`` the CLI flag where it is not ``--name-with-dashes``.
+    ``aliases`` maps other spellings among a field's choices to the one a control offers (``jpg`` → ``jpeg``).
     ``constraints`` are pydantic's (``ge``, ``le``, ``max_length``…).
     """
     extra: dict[str, Any] = {"x-scope": scope.value}
@@ -45,6 +46,8 @@ def option(default: Any, title: str, description: str, *, scope: Scope = Scope.R
         extra["x-control"] = control
     if flag:
         extra["x-flag"] = flag
+    if aliases:
+        extra["x-aliases"] = dict(aliases)
     return Field(default, title=title, description=description, json_schema_extra=extra, **constraints)
 
 
