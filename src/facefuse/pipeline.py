@@ -28,7 +28,7 @@ from .fusion.engine import FusionEngine, FusionOptions
 from .fusion.swappers import SwapperFiles
 from .imageio import ImageInput, encode_image
 from .models import ModelStore
-from .restore import RestoreConfig, RestoreStage
+from .fusion.restorer import LazyRestorer, RestoreConfig
 from .runtime import Runtime
 from .stages import ANALYSIS, SOURCE, Models, Pipeline, PreparedSource, Record, Stage, TargetFace, default_stages
 from .stages.encode import EncodeOptions, Encoding
@@ -111,7 +111,7 @@ class Fuser:
         self.runtime = Runtime(self.config.runtime)
         self.analyzer = FaceAnalyzer(self.store, self.runtime, self.config.analysis)
         self.cache = AnalysisCache(self.config.analysis_cache_mb * 1024 * 1024)
-        self.restorer = RestoreStage(self.store, self.runtime, self.config.restore)
+        self.restorer = LazyRestorer(self.store, self.runtime, self.config.restore)
         self._loaded: LoadOnce[Any] = LoadOnce()
         models = Models(self.analyzer, self.cache, self.restorer, self.engine, self.segmenter)
         self.stages: Pipeline = default_stages(models, self.config.analysis)

@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import Field
 
 from ..analysis.types import Face
-from ..restore import RestoreMode
+from .restorer import RestoreMode
 from ..schema import Options, Scope, option
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from ..errors import ErrorCode, FacefuseError
-from ..imageio import MEDIA_TYPES, declared_pixels, output_format
+from ..imageio import OUTPUT_BY_PIL, declared_pixels, output_format
 from .backend import Disconnected
 from .negotiation import image_format_wanted
 from .openapi import DetectAnswer, FuseAnswer, ModelsAnswer, fuse_request_body, request_body
@@ -90,11 +90,13 @@ async def fuse(request: Request) -> Response:
     state.metrics.observe_stages(timings)
     request_id = request.state.request_id
     headers = {"Server-Timing": _server_timing(timings)}
+    written = OUTPUT_BY_PIL[fmt]
     if as_image:
-        headers["Content-Disposition"] = f'inline; filename="fused-{request_id}.{fmt.lower()}"'
-        return Response(result.data, media_type=MEDIA_TYPES[fmt], headers=headers)
-    answer = FuseAnswer(image_base64=base64.b64encode(result.data).decode(), format=fmt.lower(),
-                        media_type=MEDIA_TYPES[fmt], faces=result.faces, warnings=result.warnings,
+        headers["Content-Disposition"] = f'inline; filename="fused-{request_id}.{written.extension}"'
+        return Response(result.data, media_type=written.media_type, headers=headers)
+    answer = FuseAnswer(image_base64=base64.b64encode(result.data).decode(), format=written.name,
+                        media_type=written.media_type, extension=written.extension, faces=result.faces,
+                        warnings=result.warnings,
                         timings_ms={k: round(v, 2) for k, v in timings.items()}, request_id=request_id)
     return JSONResponse(answer.model_dump(mode="json"), headers=headers)
 
