@@ -20,10 +20,11 @@ IDENTITY_POINTS = np.concatenate([[33, 133, 362, 263], RIGHT_BROW, LEFT_BROW,
                                   [168, 6, 197, 195, 5, 4, 1, 19, 94, 98, 327, 48, 278, 64, 294]])
 
 
-def polygon_mask(points: np.ndarray, size: int, *more: np.ndarray) -> np.ndarray:
+def polygon_mask(points: np.ndarray, size: int | tuple[int, int], *more: np.ndarray) -> np.ndarray:
     """Filled polygon (float32 0/1) of ``points`` given in crop pixels, rasterised with sub-pixel precision; with
-    ``more``, the union of several polygons that do not touch (eyes, mouth) drawn in one pass."""
-    mask = np.zeros((size, size), np.uint8)
+    ``more``, the union of several polygons that do not touch (eyes, mouth) drawn in one pass. ``size``: the
+    crop's side, or (height, width) of a part of it."""
+    mask = np.zeros((size, size) if np.ndim(size) == 0 else size, np.uint8)
     cv2.fillPoly(mask, [np.round(p[:, :2] * 16).astype(np.int32) for p in (points, *more)], 255,
                  lineType=cv2.LINE_AA, shift=4)
     return mask.astype(np.float32) / 255.0
