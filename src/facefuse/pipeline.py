@@ -141,7 +141,8 @@ class Fuser:
         if not self.store.permits(SEGMENTER_MODEL):
             return None
         segmenter: FaceSegmenter = self._loaded.get(
-            "segmenter", lambda: FaceSegmenter(self.runtime.session(self.store.ensure(SEGMENTER_MODEL))))
+            "segmenter", lambda: FaceSegmenter(self.runtime.session(self.store.ensure(SEGMENTER_MODEL),
+                                                                     stage="segment")))
         return segmenter
 
     # --- detect --------------------------------------------------------------------------------------------------
