@@ -46,6 +46,11 @@ def cpu_timed(stage, record):
         stage_cpu[key] = stage_cpu.get(key, 0.0) + (time.thread_time() - start) * 1000
     return done
 base._timed = cpu_timed
+try:  # the allocator tuning the CLI and the server apply to their process, where the tree has it
+    from facefuse.allocator import keep_freed_memory
+    keep_freed_memory()
+except ImportError:
+    pass
 fuser, options = Fuser(FuserConfig(analysis_cache_mb=0)), FusionOptions()
 for _ in range(3):
     fuser.fuse(source, target, options)
@@ -139,7 +144,8 @@ def main() -> None:
               "and overlap, so they add up to more than the wall time). Stage cells are wall / CPU ms, the CPU "
               "time of the thread that ran the stage (`time.thread_time`); ONNX Runtime's own pool threads, where "
               "a session has more than one, count only in the process's CPU row. A photo's two analyses overlap on "
-              "two threads in this tree, so its stage walls add up to more than its total."), "",
+              "two threads in this tree, so its stage walls add up to more than its total; this tree's child also "
+              "applies the allocator tuning its CLI and server apply to their process (`facefuse.allocator`)."), "",
              f"| photo stage (ms: wall / CPU) | {args.base} | this tree |", "|---|---|---|"]
     lines += [f"| {LABELS.get(s, s)} | " + " | ".join(both(photo, n, stage=s, cpu_rows=PHOTO_ROWS[:-3]) for n in trees) + " |"
               for s in PHOTO_ROWS]
