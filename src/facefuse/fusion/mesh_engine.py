@@ -169,7 +169,7 @@ class MeshFusionEngine:
         return align.similarity(face.keypoints, crop_template(size)), size
 
     def render(self, source: SourceFace, target_crop: np.ndarray, to_crop: np.ndarray, target_face: Face,
-               options: FusionOptions) -> RenderedFace:
+               options: FusionOptions, photo: np.ndarray | None = None) -> RenderedFace:
         assert target_face.landmarks is not None
         size = target_crop.shape[0]
         profile, feature = options.profile_degree / 100.0, options.feature_degree / 100.0
@@ -201,10 +201,11 @@ class MeshFusionEngine:
             sources.append(np.concatenate([np.column_stack([weights, np.zeros_like(weights)]),
                                            np.zeros((len(ring_s) + len(fixed), 2))]))
         tables = mesh.remap_tables(ids, sources, dst_all, triangles, MAP_STEP)
-        # the source is resampled once, straight from its own pixels (crop tables composed with the crop's inverse
-        # alignment), bicubic: an aligned crop warped again lost a third of the skin's fine detail per resampling;
-        # the target's aligned crop (the align stage's, shared with the segment stage) is remapped once, bicubic
-        warped_target = mesh.warp(target_crop, *tables[0])
+        # both photos are resampled once, straight from their own pixels (crop tables composed with the crop's
+        # inverse alignment), bicubic: an aligned crop warped again lost a third of the skin's fine detail per
+        # resampling; without the target ``photo`` its aligned crop is remapped
+        warped_target = (mesh.warp(target_crop, *tables[0]) if photo is None
+                         else photo_warp(photo, to_crop, tables[0]))
         warped_source = photo_warp(source.payload["image"], source_to_crop, tables[1])
         if mirror is not None:
             mirror_texture = photo_warp(source.payload["image"], source_to_crop, tables[2])
