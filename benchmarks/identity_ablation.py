@@ -50,6 +50,13 @@ def patched(module, **values) -> contextlib.ExitStack:
     return stack
 
 
+def _together(*patches) -> contextlib.ExitStack:
+    stack = contextlib.ExitStack()
+    for patch in patches:
+        stack.enter_context(patch)
+    return stack
+
+
 def _masks_without(change: Callable[[occlusion.OcclusionMasks], occlusion.OcclusionMasks] | None = None,
                    target_hair: bool = True):
     """The segment stage's masks with one decision undone: ``change`` applied to them, or the segmenter's hair
@@ -111,6 +118,18 @@ VARIANTS: dict[str, tuple[dict, Callable[[], contextlib.AbstractContextManager]]
     "sharpen 0": ({"sharpen": 0.0}, contextlib.nullcontext),
     "feature degree 100": ({"feature_degree": 100.0}, contextlib.nullcontext),
     "profile degree 100": ({"profile_degree": 100.0}, contextlib.nullcontext),
+    "feature degree 100 + relight σ 9 %": ({"feature_degree": 100.0}, lambda: replaced(
+        relight, "SHADING_SIGMA_FRACTION", 0.09)),
+    "feature degree 100 + relight σ 12 %": ({"feature_degree": 100.0}, lambda: replaced(
+        relight, "SHADING_SIGMA_FRACTION", 0.12)),
+    "relight: fine shading within ±4 L* kept the source's": ({}, lambda: replaced(relight, "SHAPE_DEADBAND", 10.0)),
+    "relight: fine shading within ±8 L* kept the source's": ({}, lambda: replaced(relight, "SHAPE_DEADBAND", 20.0)),
+    "feature degree 100 + fine shading within ±4 L* kept": ({"feature_degree": 100.0}, lambda: replaced(
+        relight, "SHAPE_DEADBAND", 10.0)),
+    "whole oval + fine shading within ±4 L* kept": ({}, lambda: _together(
+        replaced(mesh_engine, "face_masks", _whole_oval_masks), replaced(relight, "SHAPE_DEADBAND", 10.0))),
+    "feature degree 100 + whole oval + fine shading within ±4 L* kept": ({"feature_degree": 100.0}, lambda: _together(
+        replaced(mesh_engine, "face_masks", _whole_oval_masks), replaced(relight, "SHAPE_DEADBAND", 10.0))),
     "paste-back mask: the whole oval (not shrunk to 95 %)": ({}, lambda: replaced(
         mesh_engine, "face_masks", _whole_oval_masks)),
     "target resampled twice (align crop and render)": ({}, lambda: replaced(
