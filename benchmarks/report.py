@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from common import REPO, RESULTS
 
-ORDER = ["analysis", "quality", "naturalness", "speed_ab", "fusion_speed", "load_goal", "load", "load_ray",
+ORDER = ["analysis", "quality", "naturalness", "identity_ablation", "speed_ab", "fusion_speed", "load_goal", "load", "load_ray",
          "optimize", "engines_cost", "segmenter", "restorer", "video", "reid", "jobs", "stages", "soak"]
 
 HEADER = """# Benchmarks

@@ -26,8 +26,6 @@ import numpy as np
 
 SHADING_SIGMA_FRACTION = 0.06  # of the face width: the finest scale at which light is the target's
 OUTLIER_LEVELS = 12.0  # Lab L* distance from the first estimate beyond which a pixel is not skin (frames, strands)
-BROAD_SIGMA_FRACTION = 0.12  # of the face width: light broader than this is the target's outright
-SHAPE_DEADBAND = 0.0  # OpenCV L levels (2.55 per L*): finer shading differences within it are shape, not light
 TEXTURE_CONTRAST_LIMITS = (0.3, 1.1)  # the most the light may flatten / deepen the source's texture in L*
 _DOWNSCALE = 4  # shading is smooth: estimate it at 1/4 resolution
 
@@ -65,33 +63,18 @@ def _normalised_blur(values: np.ndarray, weight: np.ndarray, sigma: float) -> np
     return num / np.maximum(den, 1e-6)[..., None] * near + wide * (1 - near)
 
 
-def _shrunk(values: np.ndarray, deadband: float) -> np.ndarray:
-    """Soft threshold: differences within ±``deadband`` are dropped, larger ones reduced by it."""
-    return np.sign(values) * np.maximum(np.abs(values) - deadband, 0.0)
-
-
 def relight(face_lab: np.ndarray, target_lab: np.ndarray, face_skin: np.ndarray, target_skin: np.ndarray,
             face_width: float) -> np.ndarray:
     """``face_lab`` (OpenCV's 8-bit Lab, already in the target's geometry) with its shading replaced by the
     target's; returned as uint8 RGB."""
-    face, target = face_lab.astype(np.float32), target_lab.astype(np.float32)
+    face = face_lab.astype(np.float32)
     sigma = SHADING_SIGMA_FRACTION * face_width
-    theirs, own = skin_shading(target, target_skin, sigma), skin_shading(face, face_skin, sigma)
-    shift = theirs - own
-    if SHAPE_DEADBAND > 0:
-        # lightness: the broad light is the target's outright; of the finer shading (nose sides, cheekbones, eye
-        # sockets) only what differs by more than a few levels from the source's is light — a side light's shadow,
-        # a cast shadow; the small rest is the two faces' shapes under much the same light, and stays the source's
-        broad = BROAD_SIGMA_FRACTION * face_width
-        theirs_broad, own_broad = skin_shading(target, target_skin, broad), skin_shading(face, face_skin, broad)
-        fine = (theirs[..., 0] - theirs_broad[..., 0]) - (own[..., 0] - own_broad[..., 0])
-        shift[..., 0] = theirs_broad[..., 0] - own_broad[..., 0] + _shrunk(fine, SHAPE_DEADBAND)
-    lit = own[..., 0] + shift[..., 0]  # the target's light on the new face's skin, in L
-    out = face + shift
+    theirs, own = skin_shading(target_lab.astype(np.float32), target_skin, sigma), skin_shading(face, face_skin, sigma)
+    out = face + (theirs - own)
     # texture is albedo × light: in the target's shadow the source's pores, wrinkles and grain are as dark as the
     # light, not as contrasted as they were in the source's light (a side-lit face's shadowed half came out grainy
     # and blotchy, faces/hard/sidelight/01); L* is near proportional to the cube root of intensity, so the texture's
     # L* contrast scales with the ratio of the two shadings' L*
-    contrast = np.clip(lit / np.maximum(own[..., 0], 1.0), *TEXTURE_CONTRAST_LIMITS)
-    out[..., 0] = lit + (face[..., 0] - own[..., 0]) * contrast
+    contrast = np.clip(theirs[..., 0] / np.maximum(own[..., 0], 1.0), *TEXTURE_CONTRAST_LIMITS)
+    out[..., 0] = theirs[..., 0] + (face[..., 0] - own[..., 0]) * contrast
     return cv2.cvtColor(np.clip(out + 0.5, 0, 255).astype(np.uint8), cv2.COLOR_Lab2RGB)
