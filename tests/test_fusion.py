@@ -310,3 +310,20 @@ def test_relight_darkens_the_sources_texture_with_the_targets_shadow():
     lit, shadow = slice(20, 60), slice(100, 140)
     assert _energy(out, shadow) < 0.5 * _energy(out, lit)
     assert _energy(face, shadow) > 0.8 * _energy(face, lit)  # the source itself is evenly textured
+
+
+def test_a_black_and_white_target_gives_a_black_and_white_face():
+    """The colour match's contrast floor kept 80 % of a colour source's chroma: its eyes and lips came out tinted on
+    a grey photo (faces/hard/same-person/audrey_hepburn). On a grey target the new face must be grey too."""
+    from facefuse.fusion.blend import match_colour
+
+    rng = np.random.default_rng(4)
+    face = np.clip(rng.normal((190, 140, 120), 25, (96, 96, 3)), 0, 255).astype(np.uint8)  # warm, varied skin
+    grey = np.repeat(np.clip(rng.normal(150, 20, (96, 96, 1)), 0, 255).astype(np.uint8), 3, axis=2)
+    mask = np.zeros((96, 96), np.float32)
+    mask[8:-8, 8:-8] = 1.0
+    out = match_colour(face, grey, mask)
+    chroma = cv2.cvtColor(out, cv2.COLOR_RGB2Lab)[16:-16, 16:-16, 1:].astype(np.float32) - 128
+    assert np.abs(chroma).max() <= 2.0, np.abs(chroma).max()
+    before = cv2.cvtColor(face, cv2.COLOR_RGB2Lab)[..., 1:].astype(np.float32) - 128
+    assert np.abs(before).max() > 20  # the source was colourful

@@ -30,8 +30,8 @@ from .shading import mirrored, normal_maps, vertex_normals
 RING_SCALE = 1.45  # fixed ring around the face oval where the geometric warp fades to nothing
 BORDER_POINTS = 5  # fixed points per crop side
 # the oval the source's face covers (1: all of it). Measured on 36 cross pairs (benchmarks/identity_ablation.py):
-# 0.95 → identity 63.9 % / 63.9 % (MobileFaceNet / dlib), 1.0 → 69.4 % / 72.2 %, blotch 1.98 % → 2.07 %: the
-# target's own cheeks in the outer ring of the oval were read as the target's face shape
+# 0.95 → identity 63.9 % / 63.9 % (MobileFaceNet / dlib), 1.0 → 69.4 % / 72.2 %, blotch 1.98 % → 2.07 %: a ring
+# of the target's own skin inside its jaw line and hairline is gone
 MASK_SCALE = 1.0
 MAP_STEP = 4  # remap tables at 1/4 resolution (see geometry.mesh.remap_tables): within 46 dB of 1/2, 3 ms less
 
