@@ -58,17 +58,17 @@ def skin_mask(points: np.ndarray, size: int) -> np.ndarray:
 
 
 def face_masks(points: np.ndarray, size: int, feature: float, region_scale: float = 1.0,
-               region_feather: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+               region_feather: float = 1.0, mask_scale: float = 0.95) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(mask, keep_target, region) of a rendered face, in crop pixels, from its 468 points in the crop — the one
     definition every engine uses.
 
-    ``mask``: the face oval slightly shrunk and feathered, scaled by ``feature`` (0–1); ``keep_target``: the eyes
+    ``mask``: the face oval (shrunk by ``mask_scale``) feathered, scaled by ``feature`` (0–1); ``keep_target``: the eyes
     and mouth interior, which stay the target's (gaze, teeth); ``region``: every pixel that may change — the oval
     (widened by ``region_scale`` for an engine that also moves the target's own pixels around the face) feathered
     by ``region_feather`` edges, and never less than the mask.
     """
     edge = size / 40.0
-    mask = feather(polygon_mask(shrink(points[FACE_OVAL], 0.95), size), edge)
+    mask = feather(polygon_mask(shrink(points[FACE_OVAL], mask_scale), size), edge)
     keep = polygon_mask(points[LIPS_INNER], size, points[LEFT_EYE], points[RIGHT_EYE])
     region = feather(polygon_mask(shrink(points[FACE_OVAL], region_scale), size), edge * region_feather)
     return mask * feature, feather(keep, edge / 4), np.maximum(region, mask)
