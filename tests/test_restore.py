@@ -81,6 +81,18 @@ def test_auto_leaves_a_good_source_alone(fuser, obama, faces_dir):
     assert not any("restore" in w for w in result.warnings), result.warnings
 
 
+def test_auto_leaves_a_small_target_alone_and_on_restores_it(fuser, obama, degraded_obama):
+    """A small, compressed target: ``auto`` fuses onto its own pixels (restoring it in place only smooths the
+    texture the fused skin is matched to); ``on`` restores it and says so."""
+    auto = fuser.fuse(obama, degraded_obama, FusionOptions(restore="auto"))
+    assert not any("restore" in w for w in auto.warnings), auto.warnings
+    off = fuser.fuse(obama, degraded_obama, FusionOptions(restore="off"))
+    assert np.array_equal(auto.image, off.image)
+    on = fuser.fuse(obama, degraded_obama, FusionOptions(restore="on"))
+    assert any(w.startswith("restored the target face") for w in on.warnings), on.warnings
+    assert not np.array_equal(on.image, off.image)
+
+
 def test_source_restore_gives_a_crop_as_faithful_as_bicubic(fuser, restorer, degraded_obama, obama):
     """The degraded source is the original at 1/4 size: the restored, scaled-up crop is no farther from the
     full-resolution photo than a plain bicubic upscale (within 3 %), the face's coordinates move along and its
