@@ -71,23 +71,29 @@ def _send_and_hang_up(url: str, pair: dict[str, tuple[str, bytes]]) -> None:
         time.sleep(0.3)
 
 
+def _hang_up_behind_a_burst(live: LiveServer, pair: dict[str, tuple[str, bytes]], count: int) -> None:
+    """``count`` requests keep the single worker busy; one more client sends its request and hangs up while its
+    work waits. Returns once the burst is answered and the drop has been counted (or 10 s have passed)."""
+
+    async def scenario() -> list[httpx.Response]:
+        busy = asyncio.ensure_future(_burst(live.url, pair, count))
+        await asyncio.sleep(0.3)
+        await asyncio.to_thread(_send_and_hang_up, live.url, pair)
+        return await busy
+
+    responses = run_async(scenario())
+    assert [r.status_code for r in responses] == [200] * count
+    for _ in range(100):  # the drop is counted when the abandoned job is reached
+        if live.metric("facefuse_dropped_total", reason="disconnected") >= 1:
+            break
+        time.sleep(0.1)
+
+
 def test_client_that_disconnects_has_its_queued_work_dropped(store_config: StoreConfig, pair):
     # eight requests keep the single worker busy well past the hang-up (a fusion takes ~0.15 s of CPU now), all
     # from one address: the per-client upload cap is lifted so none of them is refused
     with LiveServer(store_config, queue_size=16, max_batch=1, workers=1, max_uploads_per_client=16) as live:
-
-        async def scenario() -> list[httpx.Response]:
-            busy = asyncio.ensure_future(_burst(live.url, pair, 8))
-            await asyncio.sleep(0.3)
-            await asyncio.to_thread(_send_and_hang_up, live.url, pair)
-            return await busy
-
-        responses = run_async(scenario())
-        assert [r.status_code for r in responses] == [200] * 8
-        for _ in range(100):  # the drop is counted when the worker reaches the abandoned job
-            if live.metric("facefuse_dropped_total", reason="disconnected") >= 1:
-                break
-            time.sleep(0.1)
+        _hang_up_behind_a_burst(live, pair, 8)
         assert live.metric("facefuse_dropped_total", reason="disconnected") == 1
         assert live.metric("facefuse_requests_total", route="/v1/fuse", code="499") == 1
         assert live.metric("facefuse_requests_total", route="/v1/fuse", code="200") == 8
@@ -99,19 +105,7 @@ def test_client_that_left_while_waiting_for_pixel_room_is_never_queued(store_con
     room = sum(declared_pixels(data) for _, data in pair.values()) / 1e6
     with LiveServer(store_config, queue_size=16, max_batch=1, workers=1, max_uploads_per_client=16,
                     max_decoded_mpx=room) as live:
-
-        async def scenario() -> list[httpx.Response]:
-            busy = asyncio.ensure_future(_burst(live.url, pair, 4))
-            await asyncio.sleep(0.3)
-            await asyncio.to_thread(_send_and_hang_up, live.url, pair)
-            return await busy
-
-        responses = run_async(scenario())
-        assert [r.status_code for r in responses] == [200] * 4
-        for _ in range(100):
-            if live.metric("facefuse_dropped_total", reason="disconnected") >= 1:
-                break
-            time.sleep(0.1)
+        _hang_up_behind_a_burst(live, pair, 4)
         assert live.metric("facefuse_dropped_total", reason="disconnected") == 1
         assert live.metric("facefuse_queue_wait_seconds_count") == 4  # only the answered requests were ever queued
         assert live.metric("facefuse_requests_total", route="/v1/fuse", code="499") == 1
