@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from common import REPO, RESULTS
 
-ORDER = ["analysis", "quality", "naturalness", "speed_ab", "fusion_speed", "load_goal", "load", "load_ray",
-         "optimize", "engines_cost", "segmenter", "restorer", "video", "reid", "jobs", "stages", "soak"]
+ORDER = ["analysis", "quality", "naturalness", "identity_ablation", "speed_ab", "outputs_ab", "fusion_speed",
+         "load_goal", "load", "load_ray", "optimize", "engines_cost", "segmenter", "restorer", "video", "reid", "jobs",
+         "stages", "soak"]
 
 HEADER = """# Benchmarks
 

@@ -40,13 +40,13 @@ from common import ARTIFACTS, FACES, machine, median, write_section
 from quality import identity_sets
 
 from facefuse.analysis.quality import sharpness
-from facefuse.config import AnalysisConfig, QualityConfig, RuntimeConfig, StoreConfig
+from facefuse.config import AnalysisConfig, RuntimeConfig, StoreConfig
 from facefuse.errors import FacefuseError
 from facefuse.fusion.engine import FusionOptions
 from facefuse.fusion.enhance import enhance_fused
 from facefuse.optimize.workflow import OptimizeRequest, optimize_model
 from facefuse.pipeline import Fuser, FuserConfig
-from facefuse.restore import RESTORER, RestoreConfig, Restorer, face_region
+from facefuse.fusion.restorer import RESTORER, RestoreConfig, Restorer, face_region
 from facefuse.tiling import STITCHES, seam_score
 from facefuse_eval.fusion import IdentityJudge
 from facefuse_eval.lighting import lighting_error
@@ -311,7 +311,7 @@ def contact_sheets(fuser: Fuser, restorer: Restorer, teacher, pairs, outputs, ga
         if not analysis.faces:
             continue
         face = max(analysis.faces, key=lambda f: f.area)
-        crop, _ = restorer.restore_source(analysis.image, face, QualityConfig())
+        crop, _ = restorer.restore_source(analysis.image, face)
         x0, y0, x1, y1 = face_region(analysis.image, face, restorer.config.margin)
         plain = cv2.resize(analysis.image[y0:y1, x0:x1], crop.shape[1::-1], interpolation=cv2.INTER_CUBIC)
         rows.append(cv2.resize(np.concatenate([plain, crop], axis=1), (384, 192), interpolation=cv2.INTER_AREA))
@@ -363,7 +363,7 @@ def main() -> None:
                              for n in ("student", "INT8 student")}, runs)
     image, face = face_128(fuser)
     restorers = {n: Restorer(sessions[n]) for n in ("student", "INT8 student")}
-    speed["restore_source"] = timed({n: (lambda r=r: r.restore_source(image, face, QualityConfig()))
+    speed["restore_source"] = timed({n: (lambda r=r: r.restore_source(image, face))
                                      for n, r in restorers.items()}, runs)
     speed["face_px"] = float(face.box[2])
 

@@ -27,35 +27,58 @@ TARGET = FACES / "face_recognition/obama-720p.jpg"
 
 # one turn of one tree: warm up, then time photo fusions and video fusions; prints one JSON line
 CHILD = r"""
-import json, sys, time
+import json, sys, threading, time
 from pathlib import Path
 from facefuse.fusion.engine import FusionOptions
 from facefuse.pipeline import Fuser, FuserConfig
+from facefuse.stages import base
 from facefuse.video import fuse_video
 source, target, runs = Path(sys.argv[1]).read_bytes(), Path(sys.argv[2]).read_bytes(), int(sys.argv[3])
 clips, out = json.loads(sys.argv[4]), Path(sys.argv[5])
+# each stage's CPU time on the thread that ran it (thread_time: stages of other frames or of the other photo run
+# at the same time on other threads, so the process's clock cannot be split by stage)
+stage_cpu, lock, timed = {}, threading.Lock(), base._timed
+def cpu_timed(stage, record):
+    start = time.thread_time()
+    done = timed(stage, record)
+    key = ("source_" if record.role == "source" else "") + stage.name
+    with lock:
+        stage_cpu[key] = stage_cpu.get(key, 0.0) + (time.thread_time() - start) * 1000
+    return done
+base._timed = cpu_timed
+try:  # the allocator tuning the CLI and the server apply to their process, where the tree has it
+    from facefuse.allocator import keep_freed_memory
+    keep_freed_memory()
+except ImportError:
+    pass
 fuser, options = Fuser(FuserConfig(analysis_cache_mb=0)), FusionOptions()
 for _ in range(3):
     fuser.fuse(source, target, options)
 photo = []
 for _ in range(runs):
+    stage_cpu.clear()
     wall, cpu = time.perf_counter(), time.process_time()
     result = fuser.fuse(source, target, options)
     result.encode("jpeg")
     photo.append({**result.timings_ms, "wall": (time.perf_counter() - wall) * 1000,
-                  "cpu": (time.process_time() - cpu) * 1000})
+                  "cpu": (time.process_time() - cpu) * 1000, **{k + " cpu": v for k, v in stage_cpu.items()}})
 video = {}
 for name, clip in clips.items():
+    stage_cpu.clear()
     cpu = time.process_time()
     result = fuse_video(sys.argv[1], clip, out, fuser=fuser)
     video[name] = {**{k: v * 1000 / result.frames for k, v in result.timings_s.items()}, "fps": result.fps,
-                   "cpu": (time.process_time() - cpu) * 1000 / result.frames}
+                   "cpu": (time.process_time() - cpu) * 1000 / result.frames,
+                   **{k + " cpu": v / result.frames for k, v in stage_cpu.items()}}
 print(json.dumps({"photo": photo, "video": video}))
 """
 
-PHOTO_ROWS = ["target_decode", "target_detect", "target_landmarks", "source_decode", "source_detect",
-              "source_landmarks", "render", "segment", "blend", "total", "wall", "cpu"]
-VIDEO_ROWS = ["decode", "track", "fuse", "render", "segment", "blend", "label", "encode", "cpu", "fps"]
+PHOTO_STAGES = ["decode", "detect", "landmarks", "gate", "restore", "render", "align", "segment", "relight",
+                "blend", "label"]
+PHOTO_ROWS = [f"source_{s}" for s in PHOTO_STAGES[:6]] + PHOTO_STAGES + ["total", "wall", "cpu"]
+VIDEO_ROWS = ["decode", "track", "fuse", "align", "render", "segment", "relight", "blend", "label", "encode", "cpu",
+              "fps"]
+VIDEO_CPU_ROWS = {"align", "render", "segment", "relight", "blend", "label"}  # the frame's stages (fuse_frame)
 LABELS = {"wall": "total incl. JPEG encode (wall)", "cpu": "CPU ms (process, all threads)",
           "fps": "frames/s (wall)", "encode": "encode (busy)",
           "fuse": "fuse (render + segment + blend + label)"}
@@ -97,13 +120,18 @@ def main() -> None:
                 samples[name].append(turn(src, args.runs, clips, work / "out.mp4"))
     load_after = os.getloadavg()
 
-    def photo(name: str, stage: str) -> float:
-        return median([run.get(stage, 0.0) for t in samples[name] for run in t["photo"]])
+    def photo(name: str, stage: str) -> str:
+        """The median, or "–" where that tree's photo fusion does not report the stage."""
+        values = [run[stage] for t in samples[name] for run in t["photo"] if stage in run]
+        return f"{median(values):.1f}" if values else "–"
 
     def video(name: str, clip: str, stage: str) -> str:
-        """The median, or "–" where that tree's video fusion does not report the stage."""
         values = [t["video"][clip][stage] for t in samples[name] if stage in t["video"][clip]]
         return f"{median(values):.1f}" if values else "–"
+
+    def both(cell, *where: str, stage: str, cpu_rows: set[str] | list[str]) -> str:
+        """Wall ms, and the stage's CPU ms on its own thread where the stage has one."""
+        return cell(*where, stage) + (f" / {cell(*where, stage + ' cpu')}" if stage in cpu_rows else "")
 
     lines = ["## Speed, stage by stage, against `" + args.base + "` (`benchmarks/speed_ab.py`)", "",
              (f"Machine: {machine()}. The two source trees took turns ({args.turns} turns each, child processes "
@@ -113,12 +141,17 @@ def main() -> None:
               f"`biden.jpg` into `obama-720p.jpg`, {args.runs} fusions per turn after 3 warm-ups, median ms. "
               f"Video: portrait clips of {args.frames} frames (one face, a slow camera move), decode → encode, "
               "median ms per frame that each stage was busy (in this tree the stages run on their own threads "
-              "and overlap, so they add up to more than the wall time)."), "",
-             f"| photo stage (ms) | {args.base} | this tree |", "|---|---|---|"]
-    lines += [f"| {LABELS.get(s, s)} | {photo('base', s):.1f} | {photo('this', s):.1f} |" for s in PHOTO_ROWS]
-    lines += ["", (f"| video stage (ms per frame) | 720p {args.base} | 720p this tree | 1080p {args.base} | "
-              "1080p this tree |"), "|---|---|---|---|---|"]
-    lines += [f"| {LABELS.get(s, s)} | " + " | ".join(video(n, c, s) for c in clips for n in trees) + " |"
+              "and overlap, so they add up to more than the wall time). Stage cells are wall / CPU ms, the CPU "
+              "time of the thread that ran the stage (`time.thread_time`); ONNX Runtime's own pool threads, where "
+              "a session has more than one, count only in the process's CPU row. A photo's two analyses overlap on "
+              "two threads in this tree, so its stage walls add up to more than its total; this tree's child also "
+              "applies the allocator tuning its CLI and server apply to their process (`facefuse.allocator`)."), "",
+             f"| photo stage (ms: wall / CPU) | {args.base} | this tree |", "|---|---|---|"]
+    lines += [f"| {LABELS.get(s, s)} | " + " | ".join(both(photo, n, stage=s, cpu_rows=PHOTO_ROWS[:-3]) for n in trees) + " |"
+              for s in PHOTO_ROWS]
+    lines += ["", (f"| video stage (ms per frame: busy / CPU) | 720p {args.base} | 720p this tree | 1080p {args.base} "
+              "| 1080p this tree |"), "|---|---|---|---|---|"]
+    lines += [f"| {LABELS.get(s, s)} | " + " | ".join(both(video, n, c, stage=s, cpu_rows=VIDEO_CPU_ROWS) for c in clips for n in trees) + " |"
               for s in VIDEO_ROWS]
     print(write_section("speed_ab", "\n".join(lines)).read_text())
 

@@ -31,7 +31,9 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from facefuse import FusionOptions
-from facefuse.cli.options import flag_name
+from facefuse.config import AnalysisConfig, ImageLimits, QualityConfig
+from facefuse.fusion.restorer import RestoreConfig
+from facefuse.schema import fields_of, flag_of, shell_name
 from facefuse.errors import ErrorCode, FacefuseError
 from facefuse.models.registry import ModelRegistry
 from facefuse.serve import ServeSettings
@@ -110,13 +112,16 @@ def _default(info: FieldInfo) -> str:
 
 
 def fields_table(model: type[BaseModel], *, env: bool = False) -> str:
-    """One row per field of an options model (its name, its ``--[no-]NAME`` flag for booleans) or of the service's
-    settings (``env``: flags that take a value, and their ``FACEFUSE_*`` variables): default and description."""
+    """One row per field of an options model (its name, its ``--[no-]NAME`` flag for booleans: the shells' name,
+    :func:`facefuse.schema.shell_name`, or the field's own flag) or of the service's settings (``env``: flags that
+    take a value, and their ``FACEFUSE_*`` variables): default and description. Nested options models
+    (``AnalysisConfig.quality``) have tables of their own."""
     rows = []
-    for name, info in model.model_fields.items():
-        flag = flag_name(name)
+    for name, info in fields_of(model).items():
+        shell = shell_name(model, name)
+        flag = flag_of(shell, info)
         if env:
-            names = [f"`{flag}`", f"`FACEFUSE_{name.upper()}`"]
+            names = [f"`{flag}`", f"`FACEFUSE_{shell.upper()}`"]
         else:
             names = [f"`{name}`", "`" + (flag.replace("--", "--[no-]", 1) if info.annotation is bool else flag) + "`"]
         rows.append([*names, _default(info), (info.description or "").replace("|", "\\|")])
@@ -126,7 +131,10 @@ def fields_table(model: type[BaseModel], *, env: bool = False) -> str:
 
 RENDERERS = {"errors": errors_table, "models": models_table, "test-data": test_data_table,
              "fusion-options": lambda: fields_table(FusionOptions), "video-options": lambda: fields_table(VideoOptions),
-             "serve-settings": lambda: fields_table(ServeSettings, env=True)}
+             "serve-settings": lambda: fields_table(ServeSettings, env=True),
+             **{f"{name}-options": lambda model=model: fields_table(model) for name, model in
+                (("analysis", AnalysisConfig), ("quality", QualityConfig), ("limits", ImageLimits),
+                 ("restore", RestoreConfig))}}
 
 
 def render(text: str) -> str:

@@ -6,7 +6,6 @@ Reference levels are justified where they are asserted; measured values are in b
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import cv2
@@ -43,7 +42,7 @@ def analyzer(store: ModelStore, runtime: Runtime) -> FaceAnalyzer:
 def analyzer_with(store: ModelStore, runtime: Runtime, **changes) -> FaceAnalyzer:
     quality = changes.pop("quality", {})
     config = AnalysisConfig(**changes)
-    config = dataclasses.replace(config, quality=QualityConfig(**{**config.quality.model_dump(), **quality}))
+    config = config.replaced(quality=config.quality.replaced(**quality))
     return FaceAnalyzer(store, runtime, config)
 
 

@@ -257,3 +257,73 @@ def test_a_photo_fused_with_itself_comes_back_nearly_unchanged(fuser, faces_dir,
     ratio = sharpness_ratio(output, target.image, zone)
     assert psnr >= 35.0, psnr
     assert 0.8 <= ratio <= 1.25, ratio
+
+
+def _half_lit(size: int = 160, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A grey skin patch with pore-scale noise whose right half is in shadow: texture and light both fall there.
+    Returns the patch (uint8 RGB) and its noise-free light (float, 0–255 grey)."""
+    rng = np.random.default_rng(seed)
+    light = np.full((size, size), 200.0)
+    light[:, size // 2:] = 60.0
+    light = cv2.GaussianBlur(light, (0, 0), 3)
+    grain = cv2.GaussianBlur(rng.normal(0, 1, (size, size)), (0, 0), 0.7)
+    grey = light * (1 + 0.25 * grain / grain.std())
+    return np.repeat(np.clip(grey, 0, 255).astype(np.uint8)[..., None], 3, axis=2), light
+
+
+def _energy(image: np.ndarray, columns: slice) -> float:
+    from facefuse.fusion.detail import _laplacian
+
+    grey = cv2.cvtColor(image, cv2.COLOR_RGB2GRAY).astype(np.float32)
+    return float(np.var(_laplacian(grey)[20:-20, columns]))
+
+
+def test_skin_detail_follows_the_photos_local_texture_not_its_mean():
+    """A side-lit photo: strong texture on the lit half, faint in the shadow. A new face with the same (lit-half)
+    texture everywhere must come out with the photo's texture on each half — one gain for the face left the
+    shadowed half grainy (faces/hard/sidelight/01)."""
+    from facefuse.fusion.detail import match_detail
+
+    photo, light = _half_lit()
+    rng = np.random.default_rng(1)
+    grain = cv2.GaussianBlur(rng.normal(0, 1, light.shape), (0, 0), 0.7)
+    face = np.clip(light + 0.25 * 200 * grain / grain.std(), 0, 255)  # the lit half's grain, everywhere
+    face = np.repeat(face.astype(np.uint8)[..., None], 3, axis=2)
+    out = match_detail(face, photo, np.ones(light.shape, np.float32), 1.0)
+    lit, shadow = slice(20, 60), slice(100, 140)
+    assert _energy(face, shadow) > 5 * _energy(photo, shadow)  # the problem: a lit texture in the shadow
+    for half in (lit, shadow):
+        assert 0.5 < _energy(out, half) / _energy(photo, half) < 2.0, half
+
+
+def test_relight_darkens_the_sources_texture_with_the_targets_shadow():
+    """Texture is albedo × light: the source's grain, lit evenly, must lose contrast where the target is in shadow
+    (an additive shading transfer kept its full contrast there: a grainy, blotchy shadowed half)."""
+    from facefuse.fusion.relight import relight
+
+    target, light = _half_lit(seed=2)
+    rng = np.random.default_rng(3)
+    grain = cv2.GaussianBlur(rng.normal(0, 1, light.shape), (0, 0), 0.7)
+    face = np.repeat(np.clip(170 * (1 + 0.25 * grain / grain.std()), 0, 255).astype(np.uint8)[..., None], 3, axis=2)
+    skin = np.ones(light.shape, np.float32)
+    out = relight(cv2.cvtColor(face, cv2.COLOR_RGB2Lab), cv2.cvtColor(target, cv2.COLOR_RGB2Lab), skin, skin, 160.0)
+    lit, shadow = slice(20, 60), slice(100, 140)
+    assert _energy(out, shadow) < 0.5 * _energy(out, lit)
+    assert _energy(face, shadow) > 0.8 * _energy(face, lit)  # the source itself is evenly textured
+
+
+def test_a_black_and_white_target_gives_a_black_and_white_face():
+    """The colour match's contrast floor kept 80 % of a colour source's chroma: its eyes and lips came out tinted on
+    a grey photo (faces/hard/same-person/audrey_hepburn). On a grey target the new face must be grey too."""
+    from facefuse.fusion.blend import match_colour
+
+    rng = np.random.default_rng(4)
+    face = np.clip(rng.normal((190, 140, 120), 25, (96, 96, 3)), 0, 255).astype(np.uint8)  # warm, varied skin
+    grey = np.repeat(np.clip(rng.normal(150, 20, (96, 96, 1)), 0, 255).astype(np.uint8), 3, axis=2)
+    mask = np.zeros((96, 96), np.float32)
+    mask[8:-8, 8:-8] = 1.0
+    out = match_colour(face, grey, mask)
+    chroma = cv2.cvtColor(out, cv2.COLOR_RGB2Lab)[16:-16, 16:-16, 1:].astype(np.float32) - 128
+    assert np.abs(chroma).max() <= 2.0, np.abs(chroma).max()
+    before = cv2.cvtColor(face, cv2.COLOR_RGB2Lab)[..., 1:].astype(np.float32) - 128
+    assert np.abs(before).max() > 20  # the source was colourful

@@ -9,12 +9,10 @@ import cv2
 import numpy as np
 import pytest
 
-from facefuse.analysis.quality import sharpness
-from facefuse.config import QualityConfig
 from facefuse.fusion.engine import FusionOptions
 from facefuse.pipeline import Fuser, FuserConfig
 from facefuse.fusion.enhance import EnhanceConfig, enhance_fused, skin_sharpness, skin_zone
-from facefuse.restore import RESTORER, RestoreConfig, Restorer, blockiness, face_region
+from facefuse.fusion.restorer import RESTORER, RestoreConfig, Restorer, blockiness, face_region
 from facefuse.tiling import run_tiled, seam_score, tile_starts
 
 
@@ -83,19 +81,31 @@ def test_auto_leaves_a_good_source_alone(fuser, obama, faces_dir):
     assert not any("restore" in w for w in result.warnings), result.warnings
 
 
+def test_auto_leaves_a_small_target_alone_and_on_restores_it(fuser, obama, degraded_obama):
+    """A small, compressed target: ``auto`` fuses onto its own pixels (restoring it in place only smooths the
+    texture the fused skin is matched to); ``on`` restores it and says so."""
+    auto = fuser.fuse(obama, degraded_obama, FusionOptions(restore="auto"))
+    assert not any("restore" in w for w in auto.warnings), auto.warnings
+    off = fuser.fuse(obama, degraded_obama, FusionOptions(restore="off"))
+    assert np.array_equal(auto.image, off.image)
+    on = fuser.fuse(obama, degraded_obama, FusionOptions(restore="on"))
+    assert any(w.startswith("restored the target face") for w in on.warnings), on.warnings
+    assert not np.array_equal(on.image, off.image)
+
+
 def test_source_restore_gives_a_crop_as_faithful_as_bicubic(fuser, restorer, degraded_obama, obama):
     """The degraded source is the original at 1/4 size: the restored, scaled-up crop is no farther from the
     full-resolution photo than a plain bicubic upscale (within 3 %), the face's coordinates move along and its
-    quality is re-measured on the crop."""
+    quality is left to the gate, which measures it on the crop."""
     face = max(fuser.analyze(degraded_obama).faces, key=lambda f: f.area)
-    crop, moved = restorer.restore_source(degraded_obama, face, QualityConfig())
+    crop, moved = restorer.restore_source(degraded_obama, face)
     x0, y0, x1, y1 = face_region(degraded_obama, face, restorer.config.margin)
     size = (crop.shape[1], crop.shape[0])
     assert moved.box[2] >= 90 and np.all(moved.keypoints >= 0) and np.all(moved.keypoints[:, 0] < size[0])
     truth = cv2.resize(obama[4 * y0:4 * y1, 4 * x0:4 * x1], size, interpolation=cv2.INTER_AREA).astype(float)
     plain = cv2.resize(degraded_obama[y0:y1, x0:x1], size, interpolation=cv2.INTER_CUBIC)
     assert np.abs(crop - truth).mean() < 1.03 * np.abs(plain - truth).mean()
-    assert moved.sharpness is not None and moved.sharpness == sharpness(crop, moved.keypoints)
+    assert moved.sharpness is None and moved.issues == ()
 
 
 def test_licence_switch_skips_the_restorer_with_a_warning(store_config, degraded_obama, obama):

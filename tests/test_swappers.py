@@ -331,15 +331,28 @@ def test_engine_without_its_identity_models_is_refused(parts, tmp_path):
     assert caught.value.code is ErrorCode.MODEL_MISSING
 
 
-def test_one_swapper_table_makes_the_registry_entries_and_the_engines():
-    """A swapper is one row of facefuse.models.swappers: its registry entry and its engine both come from it."""
+def test_registered_swappers_keep_the_published_contract_and_their_hashes_are_enforced(tmp_path):
+    """Each swapper's registry entry against the contract table above (not the library's own table), and the store
+    refusing a file under a swapper's name whose SHA-256 is not the published one: a registry entry that lost its
+    size, its release URL or its hash fails here."""
     from facefuse.fusion.engine_table import ENGINES
     from facefuse.models.registry import ModelRegistry, Task
-    from facefuse.models.swappers import SWAPPERS
 
     registered = {e.name: e for e in ModelRegistry() if e.task is Task.SWAPPER}
-    assert set(registered) == set(SWAPPERS) and set(SWAPPERS) <= set(ENGINES)
-    for name, row in SWAPPERS.items():
+    assert set(CONTRACT) <= set(registered) and set(registered) <= set(ENGINES)
+    for name, (_, size, *_) in CONTRACT.items():
         entry = registered[name]
-        assert entry.input.shape == (1, 3, row.size, row.size) and not entry.commercial_use
-        assert entry.sha256 == row.sha256 and entry.source.describe().endswith(f"/{row.release}/{name}.onnx")
+        assert entry.input.shape == (1, 3, size, size) and not entry.commercial_use
+        assert entry.source.describe().startswith("https://github.com/facefusion/facefusion-assets/releases/download/")
+        assert entry.source.describe().endswith(f"/{name}.onnx")
+    hashed = [e for e in registered.values() if e.sha256]
+    assert {"inswapper_128", "inswapper_128_fp16"} <= {e.name for e in hashed}
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    for entry in hashed:
+        (mirror / entry.filename).write_bytes(b"not the published weights")
+    store = ModelStore(StoreConfig(home=tmp_path / "home", mirror=mirror, offline=True))
+    for entry in hashed:
+        with pytest.raises(FacefuseError) as caught:
+            store.ensure(entry.name)
+        assert caught.value.code is ErrorCode.MODEL_CORRUPT and caught.value.details["expected"] == entry.sha256

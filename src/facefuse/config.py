@@ -10,6 +10,8 @@ from pathlib import Path
 from platformdirs import user_cache_dir
 
 from .errors import ErrorCode, FacefuseError
+from pydantic import Field
+
 from .schema import Options, Scope, option
 
 
@@ -144,12 +146,19 @@ class QualityConfig(Options):
                                   scope=Scope.OPERATOR, ge=0)
 
 
-@dataclass(frozen=True)
-class AnalysisConfig:
-    detector: str = "blazeface"
-    try_rotations: bool = True
-    detect_threshold: float = 0.5
-    # FP32, or INT8/FP16: use the variant `facefuse optimize --install` made of each model, where one passed
-    precision: Precision = Precision.FP32
-    quality: QualityConfig = field(default_factory=QualityConfig)
-    limits: ImageLimits = field(default_factory=ImageLimits)
+class AnalysisConfig(Options):
+    """How photos are analysed (the detect and landmarks stages): flags of every command that analyses photos and
+    ``facefuse serve`` settings, derived from these fields; the gate's thresholds (``quality``) and the decode
+    stage's limits (``limits``) are options models of their own, with their own flags and settings."""
+
+    detector: str = option("blazeface", "Detector", "face detector (the default cascades two BlazeFace models; "
+                           "facefuse.analysis.detectors lists the others; an unknown name is refused when the models "
+                           "load)", scope=Scope.OPERATOR)
+    try_rotations: bool = option(True, "Try rotations", "retry the photo turned 90/180/270° when no face is found",
+                                 scope=Scope.OPERATOR, flag="--rotate")
+    detect_threshold: float = option(0.5, "Detection threshold", "lowest detector score a face box is kept at "
+                                     "(the gate's min_score then judges the face)", scope=Scope.OPERATOR, ge=0, le=1)
+    precision: Precision = option(Precision.FP32, "Precision", "use the INT8/FP16 variants `facefuse optimize "
+                                  "--install` made (FP32 where none passed)", scope=Scope.OPERATOR)
+    quality: QualityConfig = Field(default_factory=QualityConfig, description="the quality gate's thresholds")
+    limits: ImageLimits = Field(default_factory=ImageLimits, description="the decode stage's limits")

@@ -28,7 +28,7 @@ from .fusion.engine import FusionEngine, FusionOptions
 from .fusion.swappers import SwapperFiles
 from .imageio import ImageInput, encode_image
 from .models import ModelStore
-from .restore import RestoreConfig, RestoreStage
+from .fusion.restorer import LazyRestorer, RestoreConfig
 from .runtime import Runtime
 from .stages import ANALYSIS, SOURCE, Models, Pipeline, PreparedSource, Record, Stage, TargetFace, default_stages
 from .stages.encode import EncodeOptions, Encoding
@@ -111,7 +111,7 @@ class Fuser:
         self.runtime = Runtime(self.config.runtime)
         self.analyzer = FaceAnalyzer(self.store, self.runtime, self.config.analysis)
         self.cache = AnalysisCache(self.config.analysis_cache_mb * 1024 * 1024)
-        self.restorer = RestoreStage(self.store, self.runtime, self.config.restore)
+        self.restorer = LazyRestorer(self.store, self.runtime, self.config.restore)
         self._loaded: LoadOnce[Any] = LoadOnce()
         models = Models(self.analyzer, self.cache, self.restorer, self.engine, self.segmenter)
         self.stages: Pipeline = default_stages(models, self.config.analysis)
@@ -141,7 +141,8 @@ class Fuser:
         if not self.store.permits(SEGMENTER_MODEL):
             return None
         segmenter: FaceSegmenter = self._loaded.get(
-            "segmenter", lambda: FaceSegmenter(self.runtime.session(self.store.ensure(SEGMENTER_MODEL))))
+            "segmenter", lambda: FaceSegmenter(self.runtime.session(self.store.ensure(SEGMENTER_MODEL),
+                                                                     stage="segment")))
         return segmenter
 
     # --- detect --------------------------------------------------------------------------------------------------
@@ -187,9 +188,16 @@ class Fuser:
 
     def fuse(self, source: ImageInput, target: ImageInput, options: FusionOptions | None = None,
              encoding: Encoding | None = None) -> FusionResult:
-        """One fusion: the source's slice, then the target through the whole list (encoded when ``encoding``)."""
+        """One fusion: the source's slice, then the target through the whole list (encoded when ``encoding``).
+
+        The target's analysis (decode, detect, landmarks: ~40 % of a fusion whose photos are both new) runs on a
+        second thread while this one does the source's slice: decoding and the models release the GIL, so on two
+        cores the two analyses overlap instead of adding up. A source that fails is still the error reported."""
         options = options or FusionOptions()
-        return self.fuse_prepared(self.prepare(source, options), target, options, encoding)
+        analysing = _on_a_thread(self.stages.only(ANALYSIS), _given(target, "target", options))
+        prepared = self.prepare(source, options)
+        record = replace(analysing.result(), source=prepared, encode=encoding)
+        return _result(prepared, self.stages(record))
 
     def fuse_prepared(self, source: PreparedSource, target: ImageInput | ImageAnalysis, options: FusionOptions,
                       encoding: Encoding | None = None) -> FusionResult:
@@ -212,6 +220,20 @@ class Fuser:
         targets = tuple(f if isinstance(f, TargetFace) else TargetFace(f, f) for f in faces)
         record = Record("frame", options, image=frame, must_fuse=False, source=source, faces=targets)
         return self.stages.between("gate", "label")(record)
+
+
+def _on_a_thread(stages: Pipeline, record: Record) -> Future[Record]:
+    """``stages(record)`` on a new thread (one per call: nothing shared between requests, no pool to size)."""
+    future: Future[Record] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(stages(record))
+        except BaseException as exc:  # handed to the caller, which raises it
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="facefuse-target-analysis", daemon=True).start()
+    return future
 
 
 def _given(image: ImageInput | ImageAnalysis, role: str, options: FusionOptions, must_fuse: bool = True) -> Record:

@@ -90,8 +90,11 @@ def provider_options(provider: str, config: RuntimeConfig) -> dict[str, Any]:
 # The most intra-op threads a stage's sessions get, whatever the core count. Measured on 2 cores (benchmarks/
 # results/fusion_speed.md, docs/speed.md): the detectors see 128–192 px and run in ~1.5–4 ms, where waking a second
 # thread costs more than it saves (BlazeFace short range: 3.1 ms CPU on one thread, 4.4 ms on two, with no wall
-# time gained on a busy machine). Stages not named here get the cores' share.
-STAGE_THREADS: dict[str, int] = {"detect": 1}
+# time gained on a busy machine). FaceMesh (one 192 px face) and the segmenter (two 128 px crops) likewise, and
+# their callers already keep both cores busy: a photo analyses its two photos on two threads, a video or live
+# session fuses frames on a thread per core (medians of 55 interleaved runs, load ~8: FaceMesh 6.6 ms CPU / 13.4
+# wall on one thread, 7.7 / 14.1 on two; segmenter 8.0 / 9.3 against 8.7 / 22.2). Others get the cores' share.
+STAGE_THREADS: dict[str, int] = {"detect": 1, "landmarks": 1, "segment": 1}
 
 
 def intra_op_threads(config: RuntimeConfig, cores: int | None = None, stage: str | None = None) -> int:

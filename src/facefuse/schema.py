@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import Enum
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.fields import FieldInfo
@@ -32,12 +32,13 @@ class Scope(str, Enum):
 
 
 def option(default: Any, title: str, description: str, *, scope: Scope = Scope.REQUEST, control: str | None = None,
-           flag: str | None = None, **constraints: Any) -> Any:
+           flag: str | None = None, aliases: dict[str, str] | None = None, **constraints: Any) -> Any:
     """A field of an :class:`Options` model.
 
     ``title`` is the short label of the web control, ``description`` the help text of the flag and the HTTP field.
     ``control`` overrides the web control the page would pick from the type (``face`` = the face picker of the
     photo the field's name starts with); ``flag`` the CLI flag where it is not ``--name-with-dashes``.
+    ``aliases`` maps other spellings among a field's choices to the one a control offers (``jpg`` → ``jpeg``).
     ``constraints`` are pydantic's (``ge``, ``le``, ``max_length``…).
     """
     extra: dict[str, Any] = {"x-scope": scope.value}
@@ -45,6 +46,8 @@ def option(default: Any, title: str, description: str, *, scope: Scope = Scope.R
         extra["x-control"] = control
     if flag:
         extra["x-flag"] = flag
+    if aliases:
+        extra["x-aliases"] = dict(aliases)
     return Field(default, title=title, description=description, json_schema_extra=extra, **constraints)
 
 
@@ -68,9 +71,24 @@ def scope_of(info: FieldInfo) -> Scope:
     return Scope(_extra(info).get("x-scope", Scope.REQUEST.value))
 
 
+def nested_of(model: type[BaseModel]) -> dict[str, type[Options]]:
+    """The fields that are options models of their own (``AnalysisConfig.quality``): each shell gives them their
+    own flags and settings, so they are not among :func:`fields_of`."""
+    return {name: info.annotation for name, info in model.model_fields.items()
+            if isinstance(info.annotation, type) and issubclass(info.annotation, Options)}
+
+
 def fields_of(model: type[BaseModel], scope: Scope | None = None) -> dict[str, FieldInfo]:
-    """The model's fields in declaration order, all or those of one scope."""
-    return {name: info for name, info in model.model_fields.items() if scope is None or scope_of(info) is scope}
+    """The model's own fields (not :func:`nested_of`) in declaration order, all or those of one scope."""
+    nested = nested_of(model)
+    return {name: info for name, info in model.model_fields.items()
+            if name not in nested and (scope is None or scope_of(info) is scope)}
+
+
+def shell_name(model: type[BaseModel], name: str) -> str:
+    """The name a field has in the shells — its ``--flag`` and its service setting (``FACEFUSE_<NAME>``): the
+    model's :attr:`Options.shell_prefix` and the field's name (``restore_tile`` for ``RestoreConfig.tile``)."""
+    return f"{getattr(model, 'shell_prefix', '')}{name}"
 
 
 def validation_problems(errors: Sequence[Any]) -> list[dict[str, str]]:
@@ -103,14 +121,25 @@ def invalid_options(exc: ValidationError, model: type[BaseModel] | None = None) 
                          {"option": name, "problems": validation_problems(errors)})
 
 
+_Model = TypeVar("_Model", bound="Options")
+
+
 class Options(BaseModel):
     """Base of every options model: frozen (safe to share across threads), unknown names refused, validated at
-    construction, and a bad value raises :class:`~facefuse.errors.FacefuseError` rather than pydantic's error."""
+    construction, and a bad value raises :class:`~facefuse.errors.FacefuseError` rather than pydantic's error.
+
+    ``shell_prefix`` goes before each field's name in the shells (see :func:`shell_name`) where a bare name would
+    be unclear or taken: ``RestoreConfig.tile`` is ``--restore-tile`` and ``FACEFUSE_RESTORE_TILE``."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=True)
+    shell_prefix: ClassVar[str] = ""
 
     def __init__(self, **values: Any) -> None:
         try:
             super().__init__(**values)
         except ValidationError as exc:
             raise invalid_options(exc, type(self)) from None
+
+    def replaced(self: _Model, **changes: Any) -> _Model:
+        """A copy with ``changes``, validated like a new model (pydantic's ``model_copy`` does not validate)."""
+        return type(self)(**{**dict(self), **changes})

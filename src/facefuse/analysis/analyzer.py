@@ -128,7 +128,8 @@ class FaceAnalyzer:
         self.config = config or AnalysisConfig()
         self.detector = make_detector(self.config.detector, store, runtime, self.config.detect_threshold,
                                       self.config.precision)
-        self.mesh = FaceMesh(runtime.session(store.ensure_precision("facemesh", self.config.precision)))
+        self.mesh = FaceMesh(runtime.session(store.ensure_precision("facemesh", self.config.precision),
+                                             stage="landmarks"))
 
     def analyze(self, image: np.ndarray) -> ImageAnalysis:
         return self.analyze_many([image])[0]

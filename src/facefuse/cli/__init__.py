@@ -15,6 +15,7 @@ import sys
 import warnings
 from typing import Callable, Sequence
 
+from ..allocator import keep_freed_memory
 from ..errors import ERROR_TABLE, ErrorCode, FacefuseError
 
 # command → the module that registers and runs it (imported on use)
@@ -52,6 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(given)
     handler: Callable[[argparse.Namespace], int] = args.handler
     as_json = bool(getattr(args, "json", False))
+    keep_freed_memory()  # this process is the command's own (see facefuse.allocator)
     try:
         with warnings.catch_warnings():
             # Damaged-but-readable photos make Pillow warn; the command's own one-line verdict is what a person

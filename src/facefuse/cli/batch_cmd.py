@@ -16,13 +16,12 @@ from tqdm import tqdm
 
 from ..errors import ErrorCode, FacefuseError
 from ..fusion.engine import FusionOptions
-from ..imageio import output_format
+from ..imageio import PHOTO_SUFFIXES, output_format
 from ..jobs import PhotoTask, fuse_photos
 from ..pipeline import EncodeOptions, Fuser
 from .fuse_cmd import add_swapper_flags, config_with_swapper
 from .options import add_fuser_options, add_model_flags, model_from_args
 
-PHOTO_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff", ".pgm", ".ppm"}
 
 
 def register(commands: argparse._SubParsersAction) -> None:

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from ..fusion.engine import FusionOptions
 from ..fusion.swappers import SwapperFiles
-from ..imageio import format_for_path, output_format
+from ..imageio import OUTPUTS, format_for_path, output_format
 from ..pipeline import EncodeOptions, Fuser, FuserConfig
 from .options import add_fuser_options, add_model_flags, fuser_config, model_from_args
 
@@ -21,7 +21,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                                  description="Fuse the source photo's face into the target photo. Every option of "
                                              "the library's FusionOptions is a flag here.")
     add_fusion_flags(parser, "photo giving pose, expression, hair and scene",
-                     "where to write the result (.png, .jpg or .webp)", (EncodeOptions, "output"))
+                     f"where to write the result ({', '.join('.' + f.extension for f in OUTPUTS)})", (EncodeOptions, "output"))
     parser.set_defaults(handler=run)
 
 

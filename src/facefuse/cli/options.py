@@ -16,9 +16,10 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from ..analysis.detectors import DETECTOR_NAMES
-from ..config import AnalysisConfig, GpuOptions, ImageLimits, Precision, QualityConfig, RuntimeConfig, StoreConfig
+from ..config import AnalysisConfig, GpuOptions, ImageLimits, QualityConfig, RuntimeConfig, StoreConfig
+from ..fusion.restorer import RestoreConfig
 from ..pipeline import FuserConfig
-from ..schema import fields_of, flag_name, flag_of
+from ..schema import fields_of, flag_name, flag_of, nested_of, shell_name
 
 __all__ = ["add_fuser_options", "add_model_flags", "flag_name", "fuser_config", "model_from_args"]
 
@@ -51,18 +52,22 @@ def add_model_flags(parser: argparse.ArgumentParser, model: type[BaseModel], tit
     """
     group = parser.add_argument_group(title)
     for name, info in fields_of(model).items():
+        dest = shell_name(model, name)
         if info.annotation is bool:
-            group.add_argument(flag_of(name, info), dest=name, action=argparse.BooleanOptionalAction, default=None,
+            group.add_argument(flag_of(dest, info), dest=dest, action=argparse.BooleanOptionalAction, default=None,
                                help=_help(info))
             continue
-        group.add_argument(flag_of(name, info), dest=name, default=None, metavar=_metavar(info.annotation),
+        group.add_argument(flag_of(dest, info), dest=dest, default=None, metavar=_metavar(info.annotation),
                            help=_help(info))
 
 
 def model_from_args(model: type[BaseModel], args: argparse.Namespace, **overrides: Any) -> Any:
-    """An instance of ``model`` from the flags that were given (the model's defaults for the rest)."""
-    given = {name: getattr(args, name) for name in fields_of(model) if getattr(args, name, None) is not None}
-    return model(**{**given, **overrides})
+    """An instance of ``model`` from the flags that were given (the model's defaults for the rest); a nested
+    options model (``AnalysisConfig.quality``) from its own flags."""
+    given = {name: getattr(args, shell_name(model, name)) for name in fields_of(model)
+             if getattr(args, shell_name(model, name), None) is not None}
+    nested = {name: model_from_args(sub, args) for name, sub in nested_of(model).items()}
+    return model(**{**given, **nested, **overrides})
 
 
 def add_fuser_options(parser: argparse.ArgumentParser) -> None:
@@ -71,18 +76,15 @@ def add_fuser_options(parser: argparse.ArgumentParser) -> None:
                        help="comma-separated ONNX Runtime providers in order of preference (e.g. cuda,cpu); "
                             "default: the best installed")
     group.add_argument("--threads", type=int, default=0, help="CPU threads per model (0 = all cores)")
-    group.add_argument("--detector", default=AnalysisConfig.detector,
-                       help="face detector: " + ", ".join(DETECTOR_NAMES))
-    group.add_argument("--precision", choices=[p.value for p in Precision], default=AnalysisConfig.precision.value,
-                       help="use the INT8/FP16 variants `facefuse optimize --install` made (FP32 where none passed)")
     group.add_argument("--no-noncommercial-models", dest="allow_noncommercial_models", action="store_const",
                        const=False, default=None,
                        help="use only permissively licensed models (also FACEFUSE_ALLOW_NONCOMMERCIAL_MODELS=0): "
                             "stages whose model is non-commercial fall back to their classic method or are refused")
-    group.add_argument("--no-rotate", action="store_true", help="do not retry turned 90/180/270° when no face is found")
     add_model_flags(parser, GpuOptions, "GPU (used only with --providers cuda, tensorrt, …)")
+    add_model_flags(parser, AnalysisConfig, f"analysis (detectors: {', '.join(DETECTOR_NAMES)})")
     add_model_flags(parser, QualityConfig, "quality gate")
     add_model_flags(parser, ImageLimits, "image limits (checked before a photo is decoded)")
+    add_model_flags(parser, RestoreConfig, "restorer (when restore=auto restores, and how)")
 
 
 def fuser_config(args: argparse.Namespace) -> FuserConfig:
@@ -94,11 +96,6 @@ def fuser_config(args: argparse.Namespace) -> FuserConfig:
         store=store,
         runtime=RuntimeConfig(providers=providers, intra_op_threads=args.threads,
                               gpu=model_from_args(GpuOptions, args)),
-        analysis=AnalysisConfig(
-            detector=args.detector,
-            try_rotations=not args.no_rotate,
-            precision=Precision(args.precision),
-            quality=model_from_args(QualityConfig, args),
-            limits=model_from_args(ImageLimits, args),
-        ),
+        analysis=model_from_args(AnalysisConfig, args),
+        restore=model_from_args(RestoreConfig, args),
     )

@@ -28,6 +28,7 @@ from .shading import ShapeNormals, relight_sh
 
 PYRAMID_LEVELS = 5
 CONTRAST_LIMITS = (0.8, 1.25)  # the most colour matching may shrink or stretch the face's contrast, locally
+GREY_CHROMA_SPREAD = 3.0  # 8-bit a*/b* levels: a target face whose chroma spans less is a black-and-white photo
 
 # A video passes one of these to carry the colour transfer over time: it gets this frame's float lookup tables
 # (256×3) and returns the ones to apply, so the colour correction cannot flicker from frame to frame.
@@ -56,6 +57,11 @@ def _histogram_luts(face_lab: np.ndarray, target_lab: np.ndarray, weight: np.nda
         face_q = _uint8_quantiles(face_lab[::2, ::2, channel][inside], quantiles)
         target_q = _uint8_quantiles(target_lab[::2, ::2, channel][inside], quantiles)
         matched = np.interp(levels, face_q + np.arange(len(quantiles)) * 1e-6, target_q)
+        if channel > 0 and np.ptp(target_q) < GREY_CHROMA_SPREAD:
+            # a black-and-white target: the new face is too (the contrast floor kept 80 % of a colour source's
+            # chroma, and its eyes and lips came out tinted on a grey photo)
+            luts.append(np.full(256, float(np.median(target_q))))
+            continue
         slopes = np.clip(np.diff(matched), *CONTRAST_LIMITS)
         lut = np.concatenate([[0.0], np.cumsum(slopes)])
         median = int(round(face_q[len(face_q) // 2]))

@@ -1,4 +1,5 @@
-"""Skin detail that matches the photo: the new face's fine texture brought to the level of the target's own skin.
+"""Skin detail that matches the photo: the new face's fine texture brought to the level of the target's own skin,
+place by place.
 
 Why: a rendered face passes through resampling (photo → crop → photo) and a multi-band blend, and a large face
 whose crop is smaller than it is loses the finest band outright; the new skin then looks "plastic" beside the
@@ -9,9 +10,13 @@ occluder), never a blur of the face:
 - the band the crop could not hold (finer than the crop's own pixel, for a face rendered below the photo's
   resolution) is the target's own grain at those pixels — pores, film grain, sensor noise, JPEG character — so
   it is taken from the target photo;
-- the new face's own high frequencies (its pores and fine wrinkles) are then rescaled so their energy — the
-  variance of the Laplacian of the luminance on the skin — equals the target's there: softer skin is sharpened,
-  a source much sharper than a soft target is calmed, by one closed-form gain.
+- the new face's own high frequencies (its pores and fine wrinkles) are then rescaled so their *local* energy —
+  the variance of the Laplacian of the luminance on the skin, averaged over a neighbourhood of
+  ``LOCAL_SIGMA_FRACTION`` of the face — equals the target's there: softer skin is sharpened, a source much
+  sharper than a soft target is calmed. One gain for the whole face (the first version) followed the lit half of a
+  side-lit face, whose texture is strong, and made the shadowed half — where the photo's texture is as dark as the
+  light — visibly grainy (faces/hard/sidelight/01); a local gain follows the photo's texture level and its
+  brightness at once, since a shadow darkens texture with everything else.
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-HIGH_PASS_SIGMA = 1.0  # px of the photo: the band the gain rescales
-GAIN_LIMITS = (-0.7, 2.5)  # how far the band may be calmed / amplified
+HIGH_PASS_SIGMA = 2.0  # px of the photo: the band the gain rescales
+GAIN_LIMITS = (-0.85, 2.5)  # how far the band may be calmed / amplified
+LOCAL_SIGMA_FRACTION = 0.05  # of the face's width: the neighbourhood whose texture level the gain follows
 MIN_SKIN_PIXELS = 64
 
 
@@ -32,19 +38,32 @@ def _laplacian(grey: np.ndarray) -> np.ndarray:
     return cv2.Laplacian(grey, cv2.CV_32F, ksize=1)
 
 
-def band_gain(output: np.ndarray, band: np.ndarray, photo: np.ndarray, skin: np.ndarray) -> float:
-    """The gain ``k`` for which ``output + k · band`` has the photo's fine-detail energy on ``skin`` (bool).
+def band_gain(output: np.ndarray, band: np.ndarray, photo: np.ndarray, skin: np.ndarray,
+              sigma: float) -> np.ndarray:
+    """The gain map ``k`` (float32, the box's size) for which ``output + k · band`` has the photo's fine-detail
+    energy on ``skin`` (bool), in every neighbourhood of Gaussian scale ``sigma`` px.
 
-    Var(Lap(out) + k·Lap(band)) is a quadratic in k: solved exactly, the larger root taken, held in GAIN_LIMITS."""
-    lap_out, lap_band = _laplacian(_grey(output))[skin], _laplacian(_grey(band))[skin]
-    wanted = float(np.var(_laplacian(_grey(photo))[skin]))
-    lap_out, lap_band = lap_out - lap_out.mean(), lap_band - lap_band.mean()
-    a, b, c = float(np.mean(lap_out ** 2)), float(np.mean(lap_out * lap_band)), float(np.mean(lap_band ** 2))
-    if c < 1e-9:
-        return 0.0
+    Locally Var(Lap(out) + k·Lap(band)) is a quadratic in k, whose terms are skin-weighted Gaussian averages
+    (normalised convolution): solved exactly, the larger root taken, held in GAIN_LIMITS. The energies are averaged
+    at half resolution (they are smooth at ``sigma``), where the five blurs cost a quarter."""
+    lap_out, lap_band, lap_photo = (_laplacian(_grey(a)) for a in (output, band, photo))
+    weight = skin.astype(np.float32)
+    height, width = weight.shape
+    half = (max(1, width // 2), max(1, height // 2))
+
+    def local(values: np.ndarray) -> np.ndarray:
+        small = cv2.resize(values * weight, half, interpolation=cv2.INTER_AREA)
+        return cv2.GaussianBlur(small, (0, 0), max(sigma / 2, 0.5))
+
+    norm = np.maximum(local(np.ones_like(weight)), 1e-6)
+    a, b, c = (local(p) / norm for p in (lap_out * lap_out, lap_out * lap_band, lap_band * lap_band))
+    wanted = local(lap_photo * lap_photo) / norm
     disc = b * b - c * (a - wanted)
-    k = (-b + np.sqrt(disc)) / c if disc >= 0 else -b / c  # no exact root: the closest energy
-    return float(np.clip(k, *GAIN_LIMITS))
+    safe_c = np.maximum(c, 1e-9)
+    # no exact root: the closest energy; no band at all: no gain
+    k = np.where(disc >= 0, (-b + np.sqrt(np.maximum(disc, 0.0))) / safe_c, -b / safe_c)
+    k = np.where(c > 1e-9, np.clip(k, *GAIN_LIMITS), 0.0).astype(np.float32)
+    return cv2.resize(k, (width, height), interpolation=cv2.INTER_LINEAR)
 
 
 def match_detail(output: np.ndarray, photo: np.ndarray, weight: np.ndarray, crop_scale: float) -> np.ndarray:
@@ -62,5 +81,7 @@ def match_detail(output: np.ndarray, photo: np.ndarray, weight: np.ndarray, crop
         grain = source - cv2.GaussianBlur(source, (0, 0), 0.5 / crop_scale)
         out += grain * w
     band = out - cv2.GaussianBlur(out, (0, 0), HIGH_PASS_SIGMA)
-    gain = band_gain(out, band, photo.astype(np.float32), skin)
-    return np.clip(out + gain * band * w + 0.5, 0, 255).astype(np.uint8)
+    columns = np.flatnonzero(skin.any(axis=0))
+    sigma = max(LOCAL_SIGMA_FRACTION * float(columns[-1] - columns[0] + 1), 2.0)
+    gain = band_gain(out, band, photo.astype(np.float32), skin, sigma)
+    return np.clip(out + (gain[..., None] * w) * band + 0.5, 0, 255).astype(np.uint8)

@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import Field
 
 from ..analysis.types import Face
-from ..restore import RestoreMode
+from .restorer import RestoreMode
 from ..schema import Options, Scope, option
 
 if TYPE_CHECKING:
@@ -135,5 +135,7 @@ class FusionEngine(Protocol):
         """(image → crop matrix, crop side) of the aligned crop this engine renders ``face`` in."""
 
     def render(self, source: SourceFace, target_crop: np.ndarray, matrix: np.ndarray, target_face: Face,
-               options: FusionOptions) -> RenderedFace:
-        """The new face in the aligned crop ``target_crop`` (the target photo warped by ``matrix``)."""
+               options: FusionOptions, photo: np.ndarray | None = None) -> RenderedFace:
+        """The new face in the aligned crop ``target_crop`` (the target photo warped by ``matrix``); ``photo`` is
+        that photo itself, for an engine that reshapes the target and can resample it once, straight from its own
+        pixels, rather than the crop a second time."""

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..analysis.types import Face
 from ..geometry.regions import FACE_OVAL, feather, polygon_mask, skin_mask
-from ..restore import Restorer, face_region
+from .restorer import Restorer, face_region
 
 
 @dataclass(frozen=True)

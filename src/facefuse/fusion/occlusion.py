@@ -77,7 +77,17 @@ def _grown(mask: np.ndarray, size: int) -> np.ndarray:
     come through at ≥ 35 dB); hair from 0.5 and not grown — hair at 0.35 and grown kept more of the target and cost
     5.6 points of identity top-1 (86.1 % against 91.7 % on the colour set) for no visible gain."""
     radius = max(1, size // 64)
-    return cv2.dilate(mask, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1, 2 * radius + 1)))
+    rows, cols = np.flatnonzero(mask.max(axis=1) > 0), np.flatnonzero(mask.max(axis=0) > 0)
+    if rows.size == 0:  # no occluder (the common case): nothing to grow
+        return mask
+    # the dilation's own cost grows with its kernel (17 px at a 512 px crop): run it on the occluders' box grown by
+    # the radius only, which gives the same pixels (outside that box the grown mask is 0 anyway)
+    y0, y1 = max(rows[0] - radius, 0), min(rows[-1] + radius + 1, mask.shape[0])
+    x0, x1 = max(cols[0] - radius, 0), min(cols[-1] + radius + 1, mask.shape[1])
+    grown = np.zeros_like(mask)
+    grown[y0:y1, x0:x1] = cv2.dilate(mask[y0:y1, x0:x1],
+                                     cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1, 2 * radius + 1)))
+    return grown
 
 
 def _confident(probability: np.ndarray, floor: float = 0.5) -> np.ndarray:

@@ -26,6 +26,7 @@ import numpy as np
 
 SHADING_SIGMA_FRACTION = 0.06  # of the face width: the finest scale at which light is the target's
 OUTLIER_LEVELS = 12.0  # Lab L* distance from the first estimate beyond which a pixel is not skin (frames, strands)
+TEXTURE_CONTRAST_LIMITS = (0.3, 1.1)  # the most the light may flatten / deepen the source's texture in L*
 _DOWNSCALE = 4  # shading is smooth: estimate it at 1/4 resolution
 
 
@@ -68,5 +69,12 @@ def relight(face_lab: np.ndarray, target_lab: np.ndarray, face_skin: np.ndarray,
     target's; returned as uint8 RGB."""
     face = face_lab.astype(np.float32)
     sigma = SHADING_SIGMA_FRACTION * face_width
-    shift = skin_shading(target_lab.astype(np.float32), target_skin, sigma) - skin_shading(face, face_skin, sigma)
-    return cv2.cvtColor(np.clip(face + shift + 0.5, 0, 255).astype(np.uint8), cv2.COLOR_Lab2RGB)
+    theirs, own = skin_shading(target_lab.astype(np.float32), target_skin, sigma), skin_shading(face, face_skin, sigma)
+    out = face + (theirs - own)
+    # texture is albedo × light: in the target's shadow the source's pores, wrinkles and grain are as dark as the
+    # light, not as contrasted as they were in the source's light (a side-lit face's shadowed half came out grainy
+    # and blotchy, faces/hard/sidelight/01); L* is near proportional to the cube root of intensity, so the texture's
+    # L* contrast scales with the ratio of the two shadings' L*
+    contrast = np.clip(theirs[..., 0] / np.maximum(own[..., 0], 1.0), *TEXTURE_CONTRAST_LIMITS)
+    out[..., 0] = theirs[..., 0] + (face[..., 0] - own[..., 0]) * contrast
+    return cv2.cvtColor(np.clip(out + 0.5, 0, 255).astype(np.uint8), cv2.COLOR_Lab2RGB)

@@ -138,7 +138,7 @@ class SwapperEngine:
         return alignment_matrix(face.keypoints, self.spec.template, self.spec.size), self.spec.size
 
     def render(self, source: SourceFace, target_crop: np.ndarray, matrix: np.ndarray, target_face: Face,
-               options: FusionOptions) -> RenderedFace:
+               options: FusionOptions, photo: np.ndarray | None = None) -> RenderedFace:
         if target_face.landmarks is None:
             raise FacefuseError(ErrorCode.NO_FACE, "the target face has no landmarks for the blend mask",
                                 "analyse the target with the default pipeline", {})

@@ -20,10 +20,13 @@ IDENTITY_POINTS = np.concatenate([[33, 133, 362, 263], RIGHT_BROW, LEFT_BROW,
                                   [168, 6, 197, 195, 5, 4, 1, 19, 94, 98, 327, 48, 278, 64, 294]])
 
 
-def polygon_mask(points: np.ndarray, size: int) -> np.ndarray:
-    """Filled polygon (float32 0/1) of ``points`` given in crop pixels, rasterised with sub-pixel precision."""
-    mask = np.zeros((size, size), np.uint8)
-    cv2.fillPoly(mask, [np.round(points[:, :2] * 16).astype(np.int32)], 255, lineType=cv2.LINE_AA, shift=4)
+def polygon_mask(points: np.ndarray, size: int | tuple[int, int], *more: np.ndarray) -> np.ndarray:
+    """Filled polygon (float32 0/1) of ``points`` given in crop pixels, rasterised with sub-pixel precision; with
+    ``more``, the union of several polygons that do not touch (eyes, mouth) drawn in one pass. ``size``: the
+    crop's side, or (height, width) of a part of it."""
+    mask = np.zeros((size, size) if np.ndim(size) == 0 else size, np.uint8)
+    cv2.fillPoly(mask, [np.round(p[:, :2] * 16).astype(np.int32) for p in (points, *more)], 255,
+                 lineType=cv2.LINE_AA, shift=4)
     return mask.astype(np.float32) / 255.0
 
 
@@ -55,17 +58,17 @@ def skin_mask(points: np.ndarray, size: int) -> np.ndarray:
 
 
 def face_masks(points: np.ndarray, size: int, feature: float, region_scale: float = 1.0,
-               region_feather: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+               region_feather: float = 1.0, mask_scale: float = 0.95) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(mask, keep_target, region) of a rendered face, in crop pixels, from its 468 points in the crop — the one
     definition every engine uses.
 
-    ``mask``: the face oval slightly shrunk and feathered, scaled by ``feature`` (0–1); ``keep_target``: the eyes
+    ``mask``: the face oval (shrunk by ``mask_scale``) feathered, scaled by ``feature`` (0–1); ``keep_target``: the eyes
     and mouth interior, which stay the target's (gaze, teeth); ``region``: every pixel that may change — the oval
     (widened by ``region_scale`` for an engine that also moves the target's own pixels around the face) feathered
     by ``region_feather`` edges, and never less than the mask.
     """
     edge = size / 40.0
-    mask = feather(polygon_mask(shrink(points[FACE_OVAL], 0.95), size), edge)
-    keep = np.maximum.reduce([polygon_mask(points[group], size) for group in (LIPS_INNER, LEFT_EYE, RIGHT_EYE)])
+    mask = feather(polygon_mask(shrink(points[FACE_OVAL], mask_scale), size), edge)
+    keep = polygon_mask(points[LIPS_INNER], size, points[LEFT_EYE], points[RIGHT_EYE])
     region = feather(polygon_mask(shrink(points[FACE_OVAL], region_scale), size), edge * region_feather)
     return mask * feature, feather(keep, edge / 4), np.maximum(region, mask)

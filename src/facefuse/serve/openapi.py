@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import models_json_schema
 
 from ..errors import ERROR_TABLE, ErrorCode
-from ..imageio import MEDIA_TYPES, SUPPORTED_FORMATS
+from ..imageio import MEDIA_TYPES, OUTPUTS, SUPPORTED_FORMATS
 from ..schema import Scope, fields_of
 from ..video.options import VideoOptions
 from .settings import ServeSettings
@@ -106,6 +106,10 @@ class Verdict(BaseModel):
     hint: str
 
 
+_FORMAT_NAMES = tuple(f.name for f in OUTPUTS)
+_MEDIA_TYPES = tuple(f.media_type for f in OUTPUTS)
+
+
 class FuseAnswer(BaseModel):
     """``POST /v1/fuse`` answered as JSON (when ``Accept`` names no image type)."""
 
@@ -113,8 +117,9 @@ class FuseAnswer(BaseModel):
 
     image_base64: str = Field(json_schema_extra={"contentEncoding": "base64"},
                               description="the fused image, labelled AI-generated in its metadata")
-    format: Literal["jpeg", "png", "webp"]
-    media_type: Literal["image/jpeg", "image/png", "image/webp"]
+    format: Literal[_FORMAT_NAMES]  # type: ignore[valid-type]
+    media_type: Literal[_MEDIA_TYPES]  # type: ignore[valid-type]
+    extension: str = Field(description="the suffix a file of this format takes (the page's download name)")
     faces: list[FusedFace] = Field(description="the target faces that were replaced, left to right")
     timings_ms: dict[str, float] = Field(description="milliseconds per stage, queue wait included")
     warnings: list[str] = Field(description="target faces skipped by the quality gate, and similar notes")

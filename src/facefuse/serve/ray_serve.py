@@ -36,6 +36,7 @@ from ray.exceptions import RayTaskError
 from ray.serve.exceptions import BackPressureError
 from ray.serve.handle import DeploymentHandle, DeploymentResponse
 
+from ..allocator import keep_freed_memory
 from ..analysis.types import ImageAnalysis
 from ..config import StoreConfig
 from ..errors import ErrorCode, FacefuseError
@@ -63,6 +64,7 @@ class _Replica:
         store = store or StoreConfig.from_env()  # this node's FACEFUSE_HOME / FACEFUSE_MODEL_MIRROR
         self.threads = max(1, math.floor(settings.num_cpus_per_replica))
         cv2.setNumThreads(self.threads)  # OpenCV's pool would otherwise take every core of the node
+        keep_freed_memory()  # a replica owns its worker process (facefuse.allocator)
         self.load_s: dict[str, float] = {}
         try:
             self.fuser = load_fuser(settings, store, self.load_s.__setitem__, threads=self.threads, engine=engine,

@@ -4,9 +4,12 @@ No fusion logic lives here, and nothing here knows which backend runs the models
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import secrets
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -14,7 +17,8 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from ..errors import ErrorCode, FacefuseError
-from ..imageio import MEDIA_TYPES, declared_pixels, output_format
+from ..imageio import OUTPUT_BY_PIL, declared_pixels, output_format
+from .backend import Disconnected
 from .negotiation import image_format_wanted
 from .openapi import DetectAnswer, FuseAnswer, ModelsAnswer, fuse_request_body, request_body
 from .state import ServiceState
@@ -49,6 +53,18 @@ async def _disconnect(request: Request) -> None:
         pass
 
 
+@asynccontextmanager
+async def _client_watch(request: Request) -> AsyncIterator[Disconnected]:
+    """Watch for the client hanging up from the moment its body is read, not only once its work is queued: a
+    client that left while its photos were being parsed or waited for pixel room is then already known to be gone
+    when the scheduler admits its work (which is dropped instead of run). Yields what the backend awaits."""
+    gone = asyncio.ensure_future(_disconnect(request))
+    try:
+        yield lambda: asyncio.shield(gone)
+    finally:
+        gone.cancel()
+
+
 def _server_timing(timings_ms: dict[str, float]) -> str:
     return ", ".join(f"{name};dur={ms:.1f}" for name, ms in timings_ms.items())
 
@@ -59,7 +75,7 @@ async def fuse(request: Request) -> Response:
     state = service(request)
     backend = state.require_ready()
     settings = state.settings
-    async with state.uploads.body(request, settings.max_body_bytes) as body:
+    async with state.uploads.body(request, settings.max_body_bytes) as body, _client_watch(request) as gone:
         deadline = time.monotonic() + settings.deadline_s  # from here: a slow upload has its own timeout
         # a large JSON body must not stall the loop
         upload = await run_in_threadpool(parse_fuse, request, body, state.fuse_models, state.defaults)
@@ -68,17 +84,19 @@ async def fuse(request: Request) -> Response:
         asked = FuseRequest(upload.source, upload.target, upload.options, fmt, upload.encoding.quality)
         pixels = declared_pixels(upload.source) + declared_pixels(upload.target)
         async with state.pixels.hold(pixels, deadline):
-            outcome = await backend.fuse(asked, deadline=deadline, disconnected=lambda: _disconnect(request))
+            outcome = await backend.fuse(asked, deadline=deadline, disconnected=gone)
     result = outcome.value
     timings = {"queue": outcome.queued_ms, **result.timings_ms}
     state.metrics.observe_stages(timings)
     request_id = request.state.request_id
     headers = {"Server-Timing": _server_timing(timings)}
+    written = OUTPUT_BY_PIL[fmt]
     if as_image:
-        headers["Content-Disposition"] = f'inline; filename="fused-{request_id}.{fmt.lower()}"'
-        return Response(result.data, media_type=MEDIA_TYPES[fmt], headers=headers)
-    answer = FuseAnswer(image_base64=base64.b64encode(result.data).decode(), format=fmt.lower(),
-                        media_type=MEDIA_TYPES[fmt], faces=result.faces, warnings=result.warnings,
+        headers["Content-Disposition"] = f'inline; filename="fused-{request_id}.{written.extension}"'
+        return Response(result.data, media_type=written.media_type, headers=headers)
+    answer = FuseAnswer(image_base64=base64.b64encode(result.data).decode(), format=written.name,
+                        media_type=written.media_type, extension=written.extension, faces=result.faces,
+                        warnings=result.warnings,
                         timings_ms={k: round(v, 2) for k, v in timings.items()}, request_id=request_id)
     return JSONResponse(answer.model_dump(mode="json"), headers=headers)
 
@@ -89,12 +107,12 @@ async def detect(request: Request) -> Response:
     state = service(request)
     backend = state.require_ready()
     settings = state.settings
-    async with state.uploads.body(request, settings.max_body_bytes) as body:
+    async with state.uploads.body(request, settings.max_body_bytes) as body, _client_watch(request) as gone:
         deadline = time.monotonic() + settings.deadline_s
         upload = await run_in_threadpool(parse_detect, request, body)
         async with state.pixels.hold(declared_pixels(upload.image), deadline):
             outcome = await backend.detect(DetectRequest(upload.image, upload.role), deadline=deadline,
-                                           disconnected=lambda: _disconnect(request))
+                                           disconnected=gone)
     report = outcome.value
     report["timings_ms"] = {"queue": round(outcome.queued_ms, 2), **report["timings_ms"]}
     state.metrics.observe_stages(report["timings_ms"])

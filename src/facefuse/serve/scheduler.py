@@ -125,10 +125,15 @@ class RequestScheduler:
     async def run(self, work: Callable[[], T], *, deadline: float,
                   disconnected: Callable[[], Awaitable[None]] | None = None) -> Outcome[T]:
         """Run ``work`` in the pool; raises QUEUE_FULL (full), DEADLINE_EXCEEDED or :class:`ClientGone`."""
-        job = self._admit(work, deadline)
         watcher = asyncio.ensure_future(disconnected()) if disconnected else None
-        waiting: set[asyncio.Future[Any]] = {job.future} | ({watcher} if watcher else set())
         try:
+            if watcher is not None:
+                await asyncio.sleep(0)  # one turn of the loop: the watcher of a client known to be gone finishes
+                if watcher.done():  # never admitted: a worker must not pick it up before the watcher has run
+                    self.metrics.dropped.labels("disconnected").inc()
+                    raise ClientGone()
+            job = self._admit(work, deadline)
+            waiting: set[asyncio.Future[Any]] = {job.future} | ({watcher} if watcher else set())
             done, _ = await asyncio.wait(waiting, timeout=max(0.0, deadline - time.monotonic()),
                                          return_when=asyncio.FIRST_COMPLETED)
         finally:

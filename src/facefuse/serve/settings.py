@@ -13,10 +13,11 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, create_model, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from ..config import AnalysisConfig, GpuOptions, ImageLimits, Precision, QualityConfig, RuntimeConfig, StoreConfig
+from ..config import AnalysisConfig, GpuOptions, ImageLimits, QualityConfig, RuntimeConfig, StoreConfig
 from ..fusion.engine import FusionOptions
+from ..fusion.restorer import RestoreConfig
 from ..pipeline import FuserConfig
-from ..schema import Scope, fields_of
+from ..schema import Options, Scope, fields_of, nested_of, shell_name
 from .job_settings import JobSettings
 from .live_settings import LiveSettings  # live camera limits (/v1/live)
 from .uploads import UploadLimits
@@ -33,9 +34,11 @@ class _Settings(JobSettings, LiveSettings, BaseSettings):
     """Everything ``facefuse serve`` can be told; each field is also ``FACEFUSE_<NAME>`` in the environment.
 
     The operator-scope options (:class:`~facefuse.fusion.engine.FusionOptions` fields declared with
-    ``scope=Scope.OPERATOR``, such as ``crop_size``, :class:`~facefuse.config.GpuOptions` and the quality gate's
-    :class:`~facefuse.config.QualityConfig`) are added to this
-    class as settings of their own below.
+    ``scope=Scope.OPERATOR``, such as ``crop_size``, :class:`~facefuse.config.GpuOptions`,
+    :class:`~facefuse.config.AnalysisConfig` (``detector``, ``precision``…), the quality gate's
+    :class:`~facefuse.config.QualityConfig`, the decode stage's :class:`~facefuse.config.ImageLimits` beyond the
+    upload limits below, and :class:`~facefuse.fusion.restorer.RestoreConfig` as ``restore_*``) are added to this
+    class as settings of their own below (:data:`OPERATOR_MODELS`).
     """
 
     model_config = SettingsConfigDict(env_prefix="FACEFUSE_", extra="ignore", frozen=True)
@@ -76,7 +79,6 @@ class _Settings(JobSettings, LiveSettings, BaseSettings):
                                           "else any")
     max_image_mb: float = Field(12.0, gt=0, description="largest single image after base64 decoding")
     max_pixels: int = Field(25_000_000, gt=0, description="largest image in pixels (checked from the header)")
-    detector: str = Field(AnalysisConfig.detector, description="face detector used by the service")
     engines: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: [FusionOptions().engine],
         description="comma-separated fusion engines loaded at start (mesh, or swappers whose models are installed, "
@@ -85,9 +87,6 @@ class _Settings(JobSettings, LiveSettings, BaseSettings):
         True, description="allow models licensed for non-commercial use only (false: such stages use their classic method "
                     "or are refused)")
     providers: str = Field("", description="comma-separated ONNX Runtime providers in order of preference")
-    precision: Precision = Field(
-        AnalysisConfig.precision, description="use the INT8/FP16 model variants `facefuse optimize --install` made "
-                                              "(FP32 where none passed)")
     batch_window_ms: float = Field(0.0, ge=0, le=100,
                                    description="merge concurrent requests' calls of models with a batch axis "
                                                "(FaceMesh) into one run, waiting up to this long; for GPUs (0: off)")
@@ -162,8 +161,15 @@ class _Settings(JobSettings, LiveSettings, BaseSettings):
     def deadline_s(self) -> float:
         return self.deadline_ms / 1000.0
 
+    def options(self, model: type[Options]) -> Any:
+        """``model`` (one of :data:`OPERATOR_MODELS`) from this server's settings; nested models from theirs."""
+        values = {name: getattr(self, shell_name(model, name)) for name in fields_of(model)
+                  if shell_name(model, name) not in SERVICE_OWN}
+        return model(**values, **{name: self.options(sub) for name, sub in nested_of(model).items()})
+
     def image_limits(self) -> ImageLimits:
-        return ImageLimits(max_bytes=int(self.max_image_mb * 1024 * 1024), max_pixels=self.max_pixels)
+        """The decode stage's limits: the largest image from ``max_image_mb``, the rest from their settings."""
+        return self.options(ImageLimits).replaced(max_bytes=int(self.max_image_mb * 1024 * 1024))
 
     def fuser_config(self, store: StoreConfig | None = None, threads: int | None = None) -> FuserConfig:
         """The library configuration: ONNX Runtime threads are split across ``workers`` so they don't oversubscribe,
@@ -173,19 +179,27 @@ class _Settings(JobSettings, LiveSettings, BaseSettings):
             store=replace(store or StoreConfig.from_env(), allow_noncommercial_models=self.allow_noncommercial_models),
             runtime=RuntimeConfig(providers=providers, concurrency=self.workers, intra_op_threads=threads or 0,
                                   batch_window_ms=self.batch_window_ms, batch_max=self.max_batch,
-                                  gpu=GpuOptions(**{name: getattr(self, name) for name in fields_of(GpuOptions)})),
-            analysis=AnalysisConfig(detector=self.detector, precision=self.precision, limits=self.image_limits(),
-                                    quality=QualityConfig(**{name: getattr(self, name)
-                                                             for name in fields_of(QualityConfig)})),
+                                  gpu=self.options(GpuOptions)),
+            analysis=self.options(AnalysisConfig).replaced(limits=self.image_limits()),
             analysis_cache_mb=self.analysis_cache_mb,
+            restore=self.options(RestoreConfig),
         )
 
 
+# options the service sets from settings of its own: ImageLimits.max_bytes is max_image_mb (MiB, like max_body_mb)
+SERVICE_OWN = frozenset({"max_bytes"})
+# the options models whose operator-scope fields are settings of the service
+OPERATOR_MODELS: tuple[type[Options], ...] = (FusionOptions, GpuOptions, AnalysisConfig, QualityConfig, ImageLimits,
+                                              RestoreConfig)
+
+
 def _with_operator_options(base: type[_Settings]) -> Any:
-    """``base`` plus one setting per operator-scope option (fusion options such as ``crop_size``, and the GPU
-    options), with that option's type, range and help."""
-    extra: dict[str, Any] = {name: (info.annotation, info) for model in (FusionOptions, GpuOptions, QualityConfig)
-                             for name, info in fields_of(model, Scope.OPERATOR).items()}
+    """``base`` plus one setting per operator-scope option of :data:`OPERATOR_MODELS`, with that option's type,
+    range and help, named as in the CLI (:func:`~facefuse.schema.shell_name`). A name the service already has
+    (``max_pixels``: its upload limit) keeps the service's own setting."""
+    extra: dict[str, Any] = {shell_name(model, name): (info.annotation, info) for model in OPERATOR_MODELS
+                             for name, info in fields_of(model, Scope.OPERATOR).items()
+                             if shell_name(model, name) not in {*base.model_fields, *SERVICE_OWN}}
     return create_model("ServeSettings", __base__=base, __module__=__name__, __doc__=base.__doc__, **extra)
 
 

@@ -24,7 +24,7 @@ from ..analysis.cache import AnalysisCache
 from ..analysis.segmentation import FaceSegmenter
 from ..config import AnalysisConfig
 from ..fusion.engine import FusionEngine
-from ..restore import RestoreStage
+from ..fusion.restorer import LazyRestorer
 from .align import Align
 from .base import Pipeline, Stage
 from .blend import Blend
@@ -55,7 +55,7 @@ class Models:
 
     analyzer: FaceAnalyzer
     cache: AnalysisCache
-    restorer: RestoreStage
+    restorer: LazyRestorer
     engine: Callable[[str], FusionEngine]
     segmenter: Callable[[], FaceSegmenter | None]
 

@@ -1,4 +1,4 @@
-"""encode: the result as JPEG, PNG or WebP bytes with the AI-generated label in the metadata (always). A video's
+"""encode: the result as JPEG, PNG or WebP bytes (:data:`facefuse.imageio.OUTPUTS`) with the AI-generated label in the metadata (always). A video's
 frames are encoded by its own encoder (:mod:`facefuse.video.io`) instead."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from ..imageio import encode_image
+from ..imageio import OUTPUT_ALIASES, OUTPUT_SPELLINGS, OUTPUTS, encode_image
 from ..schema import Options, option
 from .base import Stage
 from .record import Record
@@ -15,9 +15,9 @@ from .record import Record
 class EncodeOptions(Options):
     """How a result is written: derived into ``facefuse fuse --output-format/--quality`` and the HTTP fields."""
 
-    output_format: Literal["jpeg", "jpg", "png", "webp"] | None = option(
+    output_format: Literal[OUTPUT_SPELLINGS] | None = option(  # type: ignore[valid-type]
         None, "Format", "image format of the result (default: from the output file's name, or the Accept header; "
-        "else jpeg)")
+        f"else {OUTPUTS[0].name})", aliases=OUTPUT_ALIASES)
     quality: int = option(92, "Quality", "1–100: JPEG/WebP quality", ge=1, le=100)
 
 

@@ -1,7 +1,8 @@
 """gate: the quality gate, measure and verdict together, one rule for every path (fusion, detect, video, live).
 
 Measure: each face's sharpness and issues (:func:`facefuse.analysis.quality.measure`; faces already measured —
-a video's tracked faces, a restored face — keep theirs). Verdict: the chosen faces (``source_face`` /
+a video's tracked faces — keep theirs; a face the restore stage changed comes back unmeasured and is measured by
+:meth:`Gate.final`, so measuring is here alone). Verdict: the chosen faces (``source_face`` /
 ``target_face`` / detect's ``--face``) that can be used. A face whose only issues restoring can fix (blurry, small)
 passes on to the restore stage when restore is on; the restore stage hands what it restored back to
 :meth:`Gate.final`, the verdict after restoring. Refused with ``all``: the face is skipped with a note, and only
@@ -76,8 +77,11 @@ class Gate(Stage):
         return replace(record, faces=usable).noted(*notes)
 
     def final(self, record: Record) -> Record:
-        """The verdict after the restore stage, and the notes on side faces that are fused anyway."""
-        record = self.verdict(record, restoring=False)
+        """The verdict after the restore stage (restored faces measured on the restored photo), and the notes on
+        side faces that are fused anyway."""
+        assert record.image is not None
+        faces = tuple(replace(t, face=self.measured(record.image, t.face)) for t in record.faces)
+        record = self.verdict(replace(record, faces=faces), restoring=False)
         notes = []
         for target in record.faces:
             pose, limit = target.face.pose, self.quality.warn_yaw

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ..fusion.enhance import EnhanceConfig, enhance_fused
-from ..restore import RESTORER, RestoreStage
+from ..fusion.restorer import LazyRestorer
 from .base import Stage
 from .record import Record
 
@@ -24,7 +24,7 @@ from .record import Record
 class Post(Stage):
     name = "post"
     per_face = True
-    restorer: RestoreStage
+    restorer: LazyRestorer
     config: EnhanceConfig = field(default_factory=EnhanceConfig)
 
     def wanted(self, record: Record) -> bool:
@@ -33,7 +33,7 @@ class Post(Stage):
     def __call__(self, record: Record) -> Record:
         assert record.image is not None and record.unblended is not None and record.source is not None
         assert record.face is not None
-        if not self.restorer.store.permits(RESTORER):
+        if not self.restorer.permitted:
             return record.noted("post-fusion enhancement skipped: the restorer is licensed for non-commercial "
                                 "research only and this deployment sets allow_noncommercial_models=false")
         source_px = float(max(record.source.face.box[2], record.source.face.box[3]))

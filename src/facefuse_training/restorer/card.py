@@ -40,7 +40,7 @@ def write_card(path: Path, config: RestorerConfig, summary: dict) -> Path:
         + ", ".join(f"{stage} {seconds / 60:.1f} min" for stage, seconds in summary["train_seconds"].items())
         + " (wall clock from the training log). No GPU was used.",
         "- In facefuse's restore stage the output keeps the input's colours and tones below 2 px "
-        "(`facefuse.restore.keep_colours`): colour is the blend stage's job.",
+        "(`facefuse.fusion.restorer.keep_colours`): colour is the blend stage's job.",
         "",
         "## Measured (hold-out, PyTorch; `benchmarks/restorer.py` has the ONNX, INT8 and FP16 figures)",
         "",

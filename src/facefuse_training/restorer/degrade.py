@@ -7,7 +7,7 @@ cannot be undone from one photo, so the network learned the average correction a
 one a face in a user's photo has been through, in ranges a network of this size can invert:
 
 =================  ==========================================================================================
-step               range (crop ``size`` = 128 px, the scale ``facefuse.restore`` works at)
+step               range (crop ``size`` = 128 px, the scale ``facefuse.fusion.restorer`` works at)
 =================  ==========================================================================================
 blur               p 0.7: Gaussian, isotropic or anisotropic at any angle, σ 0.2 – 3 px (at the crop size)
 face size          the crop is resized to 32 – 128 px (``face_px``; area, bilinear, bicubic or nearest)

@@ -3,7 +3,7 @@
 Why this shape: plain 3×3 convolutions quantize to INT8 well (depthwise ones lost too much in this project's
 measurements), concatenating skips keep the detail the degradation left, and the residual means the network only
 learns the correction. No normalisation layers: nothing to fold, and channel pruning sees clean conv→conv groups.
-Spatial size must be a multiple of ``2 ** (levels - 1)``; callers pad (see ``facefuse.restore``).
+Spatial size must be a multiple of ``2 ** (levels - 1)``; callers pad (see ``facefuse.fusion.restorer``).
 """
 
 from __future__ import annotations

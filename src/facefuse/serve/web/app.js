@@ -3,6 +3,22 @@
 
 const $ = (id) => document.getElementById(id);
 
+// The source and target cards share one body, the photo-card template of index.html: built here, before anything
+// (this file or jobs.js, live.js, viewer.js, which load after it) looks up the elements by their ids.
+function buildPhotoCard(card) {
+  const role = card.dataset.role;
+  const body = $("photo-card").content.cloneNode(true);
+  for (const element of body.querySelectorAll("[data-id]")) {
+    element.id = `${role}-${element.dataset.id}`;
+    element.removeAttribute("data-id");
+  }
+  body.querySelector("img").alt = `${role[0].toUpperCase()}${role.slice(1)} photo`;
+  body.querySelector(".camera").dataset.role = role;
+  body.querySelector("legend").textContent = `Which face in the ${role}?`;
+  card.append(body);
+}
+for (const card of document.querySelectorAll(".card.photo[data-role]")) buildPhotoCard(card);
+
 const state = {
   files: { source: null, target: null },
   faces: { source: [], target: [] }, // what /v1/detect found in each photo
@@ -344,7 +360,7 @@ function showResult(answer, roundTripMs) {
   $("result-placeholder").hidden = true;
   const link = $("download");
   link.href = state.resultUrl;
-  link.download = `facefuse-${answer.request_id}.${answer.format === "jpeg" ? "jpg" : answer.format}`;
+  link.download = `facefuse-${answer.request_id}.${answer.extension}`;
   link.hidden = false;
   showTimings(answer.timings_ms, roundTripMs);
 }
@@ -436,11 +452,10 @@ function addCheckbox(name, schema, onChange) {
   return () => (input.checked ? "true" : "false");
 }
 
-// Spellings of one value that a schema accepts side by side (the format "jpg" is "jpeg"): the page offers one.
-const ALIASES = { jpg: "jpeg" };
-
 function addSelect(name, schema, values, onChange) {
-  values = values.filter((value) => !(ALIASES[value] && values.includes(ALIASES[value])));
+  // spellings of one value the schema accepts side by side ("x-aliases": the format "jpg" is "jpeg"): offer one
+  const aliases = schema["x-aliases"] || {};
+  values = values.filter((value) => !(aliases[value] && values.includes(aliases[value])));
   const label = document.createElement("label");
   label.title = schema.description || "";
   const select = document.createElement("select");

@@ -1,52 +1,66 @@
-"""The restore stage: our trained face restorer (a pruned, distilled U-Net; ``models/weights/restorer.onnx``) run
-on faces the quality gate finds blurry, small or heavily compressed, before fusion.
+"""Our trained face restorer (a pruned, distilled U-Net; ``models/weights/restorer.onnx``) and how it is applied to
+a face: what the restore stage (:mod:`facefuse.stages.restore`, on faces the gate finds blurry, small or heavily
+compressed) and the post stage (:mod:`facefuse.fusion.enhance`) run.
 
-Why here and how:
+How:
 - *Source faces* are cut out with a margin, scaled up so the face is about as large as in training (~100 px;
   never down), restored, and handed to the engine as a new, sharper source photo (the face's coordinates move with
   it), so a 50 px face gives the engine real detail rather than an upsampled blur.
 - *Target faces* are restored in place at their own resolution and feathered back, so the photo keeps its size.
 - Regions larger than ``tile`` pixels are cut into overlapping tiles, stitched in the gradient domain (Poisson) or
   by feathering (:mod:`facefuse.tiling`; ``seam_score`` there measures both): bounded memory, no visible seams.
-- ``restore=auto`` decides per face from :func:`needs_restore`; the decisions are reported, never silent.
+- ``restore=auto`` decides per face from :func:`needs_restore`, which reads the sharpness the gate measured
+  (the record's analysis) and adds only what the gate does not measure (JPEG blockiness). A restored face comes
+  back unmeasured: the gate's final verdict measures it, with the one measurement every face gets.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
 import cv2
 import numpy as np
 
-from .analysis.quality import quality_issues, sharpness
-from .analysis.types import Face
-from .config import QualityConfig
-from .errors import ErrorCode
-from .tiling import Stitch, run_tiled
+from ..analysis.types import Face
+from ..schema import Options, Scope, option
+from ..tiling import STITCHES, Stitch, run_tiled
 
 RESTORER = "restorer"
 RestoreMode = Literal["auto", "on", "off"]
-RESTORABLE = {ErrorCode.TOO_BLURRY.value, ErrorCode.FACE_TOO_SMALL.value}
+MULTIPLE = 8  # the U-Net's 3 poolings need sides divisible by 8
 
 
-@dataclass(frozen=True)
-class RestoreConfig:
-    """When ``auto`` restores, and how the model is applied."""
+class RestoreConfig(Options):
+    """When ``restore=auto`` restores, and how the model is applied: flags of every command that fuses
+    (``--restore-tile``…) and ``facefuse serve`` settings (``FACEFUSE_RESTORE_TILE``…), derived from these fields."""
 
-    blurry_below: float = 60.0        # sharpness (gate's Laplacian variance at 112 px); the gate rejects < 12
-    small_below_px: float = 96.0      # face box side
-    blocky_above: float = 1.35        # JPEG 8×8 block-edge ratio (1.0 = no block structure)
-    work_face_px: float = 100.0       # source faces are scaled up to about this size (the training scale)
-    max_upscale: float = 4.0
-    margin: float = 0.35              # of the face side, around the box
-    tile: int = 256
-    overlap: int = 32
-    stitch: Stitch = "poisson"        # how tiles of a large region are joined (see facefuse.tiling)
-    multiple: int = 8                 # the U-Net's 3 poolings need sides divisible by 8
-    model: Path | None = None         # another restorer ONNX file (your own training run, an INT8 variant)
-    detail_sigma: float = 2.0         # > 0: keep the input's colours and tones below this scale (px), see below
+    shell_prefix = "restore_"
+
+    blurry_below: float = option(60.0, "Blurry below", "auto restores a face whose sharpness (the gate's Laplacian "
+                                 "variance at 112 px) is below this; the gate refuses below min_sharpness",
+                                 scope=Scope.OPERATOR, ge=0)
+    small_below_px: float = option(96.0, "Small below", "auto restores a face whose box side is below this (px)",
+                                   scope=Scope.OPERATOR, ge=0)
+    blocky_above: float = option(1.35, "Blocky above", "auto restores a face whose JPEG 8×8 block-edge ratio is "
+                                 "above this (1.0: no block structure)", scope=Scope.OPERATOR, ge=0)
+    work_face_px: float = option(100.0, "Work size", "a source face is scaled up to about this size (px, the "
+                                 "training scale) before restoring", scope=Scope.OPERATOR, gt=0)
+    max_upscale: float = option(4.0, "Most upscale", "the most a source face is scaled up", scope=Scope.OPERATOR,
+                                ge=1)
+    margin: float = option(0.35, "Margin", "context around the face box, as a fraction of its side",
+                           scope=Scope.OPERATOR, ge=0, le=4)
+    tile: int = option(256, "Tile", "regions larger than this (px) are restored in overlapping tiles (bounded "
+                       "memory)", scope=Scope.OPERATOR, ge=2 * MULTIPLE)
+    overlap: int = option(32, "Tile overlap", "pixels two tiles share", scope=Scope.OPERATOR, ge=0)
+    stitch: Stitch = option("poisson", "Stitch", f"how tiles are joined: {' or '.join(STITCHES)} (see "
+                            "facefuse.tiling)", scope=Scope.OPERATOR)
+    model: Path | None = option(None, "Restorer model", "another restorer ONNX file (your own training run, an INT8 "
+                                "variant) instead of the shipped one", scope=Scope.OPERATOR)
+    detail_sigma: float = option(2.0, "Keep colours below", "> 0: keep the input's colours and tones below this "
+                                 "scale (px) and take only the detail from the model (0: off)", scope=Scope.OPERATOR,
+                                 ge=0)
 
 
 def blockiness(grey: np.ndarray) -> float:
@@ -119,7 +133,7 @@ class Restorer:
 
     def _run(self, rgb: np.ndarray) -> np.ndarray:
         """One forward pass on a float32 (H, W, 3) image in [0, 1], padded (reflect) to the model's multiple."""
-        m = self.config.multiple
+        m = MULTIPLE
         h, w = rgb.shape[:2]
         ph, pw = (-h) % m, (-w) % m
         padded = np.pad(rgb, ((0, ph), (0, pw), (0, 0)), mode="reflect") if ph or pw else rgb
@@ -135,9 +149,9 @@ class Restorer:
             out = keep_colours(x, out, self.config.detail_sigma)
         return np.clip(out * 255.0 + 0.5, 0, 255).astype(np.uint8)
 
-    def restore_source(self, image: np.ndarray, face: Face, quality: QualityConfig) -> tuple[np.ndarray, Face]:
+    def restore_source(self, image: np.ndarray, face: Face) -> tuple[np.ndarray, Face]:
         """A new source photo: the face's region, scaled up toward the training size and restored, with the face's
-        coordinates (box, keypoints, landmarks) moved into it and its quality re-measured."""
+        coordinates (box, keypoints, landmarks) moved into it, unmeasured (the gate measures it on the crop)."""
         c = self.config
         x0, y0, x1, y1 = face_region(image, face, c.margin)
         side = float(max(face.box[2], face.box[3]))
@@ -146,10 +160,7 @@ class Restorer:
         if scale > 1.0:
             size = (int(round(region.shape[1] * scale)), int(round(region.shape[0] * scale)))
             region = cv2.resize(region, size, interpolation=cv2.INTER_CUBIC)
-        restored = self.restore(region)
-        moved = _moved_face(face, x0, y0, scale)
-        moved = replace(moved, sharpness=sharpness(restored, moved.keypoints))
-        return restored, replace(moved, issues=tuple(quality_issues(moved, quality)))
+        return self.restore(region), _moved_face(face, x0, y0, scale)
 
     def restore_in_place(self, image: np.ndarray, face: Face) -> np.ndarray:
         """The photo with this face restored at its own resolution: the model sees the region with a margin of
@@ -177,64 +188,26 @@ def _moved_face(face: Face, x0: int, y0: int, scale: float) -> Face:
         landmarks = face.landmarks.astype(np.float32).copy()
         landmarks[:, :2] = (landmarks[:, :2] - offset) * scale
         landmarks[:, 2:] = landmarks[:, 2:] * scale
-    return replace(face, box=box, keypoints=(face.keypoints - offset) * scale, landmarks=landmarks, issues=())
+    return replace(face, box=box, keypoints=(face.keypoints - offset) * scale, landmarks=landmarks,
+                   sharpness=None, issues=())
 
 
-class RestoreStage:
-    """The pipeline's restore stage: loads the restorer on first use and applies ``restore=auto|on|off``.
+class LazyRestorer:
+    """The restorer as the stages share it: loaded on first use (one session, from the runtime), and whether this
+    deployment may use it (it is licensed for non-commercial research only)."""
 
-    Every decision becomes a note for the result's ``warnings`` — a face restored (and why), or a restore that was
-    wanted but skipped because this deployment disallows non-commercial models.
-    """
-
-    def __init__(self, store: Any, runtime: Any, config: RestoreConfig = RestoreConfig()) -> None:
+    def __init__(self, store: Any, runtime: Any, config: RestoreConfig | None = None) -> None:
         self.store = store
         self.runtime = runtime
-        self.config = config
+        self.config = config or RestoreConfig()
         self._restorer: Restorer | None = None
+
+    @property
+    def permitted(self) -> bool:
+        return bool(self.store.permits(RESTORER))
 
     def model(self) -> Restorer:
         if self._restorer is None:  # a benign race: two threads may build it, the runtime caches the session
             path = self.config.model or self.store.ensure(RESTORER)
             self._restorer = Restorer(self.runtime.session(path), self.config)
         return self._restorer
-
-    def _reasons(self, image: np.ndarray, face: Face, mode: RestoreMode) -> list[str]:
-        if mode == "off" or any(i.code not in RESTORABLE for i in face.issues):
-            return []  # a face refused for its pose or confidence stays refused: restoring cannot change that
-        return ["restore=on"] if mode == "on" else needs_restore(image, face, self.config)
-
-    def _permitted(self, role: str, reasons: list[str], notes: list[str]) -> bool:
-        if self.store.permits(RESTORER):
-            return True
-        notes.append(f"restore skipped for the {role} face ({'; '.join(reasons)}): the restorer is licensed for "
-                     "non-commercial research only and this deployment sets allow_noncommercial_models=false")
-        return False
-
-    def source(self, image: np.ndarray, face: Face, mode: RestoreMode,
-               quality: QualityConfig) -> tuple[np.ndarray, Face, list[str]]:
-        """(source photo, source face, notes): a restored crop and the face moved into it, or the originals."""
-        notes: list[str] = []
-        reasons = self._reasons(image, face, mode)
-        if not reasons or not self._permitted("source", reasons, notes):
-            return image, face, notes
-        restored, moved = self.model().restore_source(image, face, quality)
-        notes.append(f"restored the source face: {'; '.join(reasons)}")
-        return restored, moved, notes
-
-    def targets(self, image: np.ndarray, faces: list[Face], mode: RestoreMode,
-                quality: QualityConfig) -> tuple[np.ndarray, list[Face], list[str]]:
-        """(target photo, faces in the same order — re-measured where restored —, notes)."""
-        notes: list[str] = []
-        out = list(faces)
-        for i, face in enumerate(faces):
-            reasons = self._reasons(image, face, mode)
-            if not reasons or not self._permitted("target", reasons, notes):
-                continue
-            image = self.model().restore_in_place(image, face)
-            score = sharpness(image, face.keypoints)
-            rescored = replace(face, sharpness=score, issues=())
-            out[i] = replace(rescored, issues=tuple(quality_issues(rescored, quality)))
-            box = np.round(face.box).astype(int).tolist()
-            notes.append(f"restored the target face at {box}: {'; '.join(reasons)}")
-        return image, out, notes

@@ -1,0 +1,92 @@
+"""Do this tree's fusions give the same pixels as an earlier commit's (default: main)? The check behind a speed change
+that must not change what is computed.
+
+Each tree fuses, in a child process of its own, six photo pairs from ../shared/faces (two of them also with
+``light="shape"``) and six frames of the shared Hamilton clip through ``Fuser.fuse_frame``; the outputs are compared
+pixel by pixel: mean absolute difference over the whole picture and over the pixels that changed at all, the largest
+difference, and the share of pixels that differ. Writes benchmarks/results/outputs_ab.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from common import FACES, SHARED, write_section
+from speed_ab import base_tree
+
+PAIRS = [("face_recognition/biden.jpg", "face_recognition/obama-720p.jpg"),
+         ("face_recognition/obama.jpg", "hard/makeup/01_blue_smoky_eyes_red_lipstick.png"),
+         ("hard/beard/03_full_black_beard.jpg", "hard/glasses/05_thick_dark_frames.jpg"),
+         ("face_recognition/lin-manuel-miranda.png", "hard/sidelight/01_lowkey_studio_woman.jpg"),
+         ("hard/makeup/04_heavy_pink_blush_lips.png", "face_recognition/obama-1080p.jpg"),
+         ("face_recognition/alex-lacamoire.png", "hard/occluded/02_hand_over_eye.jpg")]
+CLIP = SHARED / "video" / "short_hamilton_clip.mp4"
+
+# one tree's outputs, saved as one .npz
+CHILD = r"""
+import json, sys
+from pathlib import Path
+import cv2, numpy as np
+from facefuse.fusion.engine import FusionOptions
+from facefuse.pipeline import Fuser, FuserConfig
+faces, pairs, clip, out = Path(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
+fuser, found = Fuser(FuserConfig(analysis_cache_mb=0)), {}
+for i, (source, target) in enumerate(pairs):
+    lights = ("shading", "shape") if i < 2 else ("shading",)
+    for light in lights:
+        found[f"photo {i + 1}, light={light}"] = fuser.fuse(faces / source, faces / target, FusionOptions(light=light)).image
+prepared, capture = fuser.prepare(faces / pairs[0][0], FusionOptions()), cv2.VideoCapture(clip)
+for k in range(6):
+    for _ in range(8):
+        ok, bgr = capture.read()
+    rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+    analysis = fuser.analyze(rgb, "target")
+    if analysis.faces:
+        found[f"clip frame {8 * (k + 1)}"] = fuser.fuse_frame(prepared, rgb, analysis.faces[:1], FusionOptions()).image
+np.savez_compressed(out, **found)
+"""
+
+
+def outputs(src: Path, out: Path) -> dict[str, np.ndarray]:
+    subprocess.run([sys.executable, "-c", CHILD, str(FACES), json.dumps(PAIRS), str(CLIP), str(out)],
+                   env={**os.environ, "PYTHONPATH": str(src)}, check=True)
+    with np.load(out) as saved:
+        return dict(saved)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--base", default="main", help="the commit to compare with")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        work = Path(folder)
+        base = outputs(base_tree(args.base, work / "base"), work / "base.npz")
+        this = outputs(Path(__file__).resolve().parents[1] / "src", work / "this.npz")
+    lines = [f"## Outputs against `{args.base}` (`benchmarks/outputs_ab.py`)", "",
+             (f"The same fusions by `{args.base}` and by this tree, each in a child process: six photo pairs of "
+              "`../shared/faces` (the first two also with `light=\"shape\"`) and six frames of "
+              "`short_hamilton_clip.mp4` through `Fuser.fuse_frame`. Differences in 8-bit levels."), "",
+             "| output | same size | mean abs. difference (whole picture) | largest | pixels that differ |",
+             "|---|---|---|---|---|"]
+    for name in [*this, *(n for n in base if n not in this)]:  # in the order they were made
+        if name not in base or name not in this:
+            lines.append(f"| {name} | only in {'this tree' if name in this else args.base} | – | – | – |")
+            continue
+        a, b = base[name].astype(np.int16), this[name].astype(np.int16)
+        if a.shape != b.shape:
+            lines.append(f"| {name} | no | – | – | – |")
+            continue
+        diff = np.abs(a - b)
+        lines.append(f"| {name} | yes | {diff.mean():.4f} | {diff.max()} | {np.mean(diff.max(-1) > 0) * 100:.3f} % |")
+    print(write_section("outputs_ab", "\n".join(lines)).read_text())
+
+
+if __name__ == "__main__":
+    main()
