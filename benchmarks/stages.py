@@ -162,8 +162,8 @@ def main() -> None:
               row("whole fusion, CPU ms", lambda w: face(w, "fusion_cpu_ms")),
               "",
               f"Video (`short_hamilton_clip.mp4`, first second: {video('after', 'frames'):.0f} frames, biden.jpg as the "
-              "source): after, the frames run the same gate and restore stages as photos, so a small target face is "
-              "restored in video too (before, video skipped target restore).", "", header, rule,
+              "source): after, the frames run the same gate and restore stages as photos (before, video skipped target "
+              "restore); a target face is restored only with `restore=on`.", "", header, rule,
               row("frames fused", lambda w: video(w, "fused"), 0),
               row("wall s", lambda w: video(w, "wall_s"), 2),
               row("CPU s", lambda w: video(w, "cpu_s"), 2), "",
