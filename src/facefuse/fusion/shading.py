@@ -15,6 +15,12 @@ knn_examples (12 pairs, σ 15 %) 41.7 % / 83.3 % against 50.0 % / 100 %; on self
 FaceMesh's depth differs between two photos of one face, and the ratio of two SH shadings turns that into light.
 It is kept as the choice for side-lit targets, where the shading transfer draws a dark streak beside the nose.
 
+Why it does not keep the source's shape as it should (issue 17): the new face's normals are the source's shape
+(drawn: they are), but FaceMesh's SH shading is smooth, so the residual — the target ÷ its SH fit, low-passed at
+8 % — still holds the target's nose, cheek and eye-socket shading: this mode is close to a ratio shading transfer
+at 8 %. With the residual at 20 % identity rises and the light falls apart (BENCHMARKS.md, "Identity ablation"):
+the SH light on the mesh's normals alone does not reproduce the target's light.
+
 The fit runs on a grid 1/4 as fine as the crop: light is smooth, and a 9-term fit over a few thousand pixels
 takes well under a millisecond.
 """

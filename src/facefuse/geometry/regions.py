@@ -48,13 +48,19 @@ def shrink(points: np.ndarray, factor: float, centre: np.ndarray | None = None) 
 def skin_mask(points: np.ndarray, size: int) -> np.ndarray:
     """Bare skin of a face mesh in crop pixels (float32 0/1): the oval without brows, eyes and lips, each feature
     grown by ~4 % of the face width so lashes, eye shadow and lip edges do not count as skin."""
-    grow = max(1, int(0.04 * float(np.ptp(points[FACE_OVAL, 0]))))
+    return polygon_mask(shrink(points[FACE_OVAL], 0.92), size) * (1.0 - feature_zone(points, size))
+
+
+def feature_zone(points: np.ndarray, size: int, grow_fraction: float = 0.04) -> np.ndarray:
+    """The brows, eyes and lips of a face mesh in crop pixels (uint8 0/1), each grown by ``grow_fraction`` of the
+    face width."""
+    grow = max(1, int(grow_fraction * float(np.ptp(points[FACE_OVAL, 0]))))
     features = np.zeros((size, size), np.uint8)
     for group in (RIGHT_BROW, LEFT_BROW, RIGHT_EYE, LEFT_EYE, LIPS_OUTER):
         hull = cv2.convexHull(np.round(points[group, :2]).astype(np.int32))
         cv2.fillConvexPoly(features, hull, 1)
-    features = cv2.dilate(features, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * grow + 1, 2 * grow + 1)))
-    return polygon_mask(shrink(points[FACE_OVAL], 0.92), size) * (1.0 - features)
+    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * grow + 1, 2 * grow + 1))
+    return cv2.dilate(features, kernel)
 
 
 def face_masks(points: np.ndarray, size: int, feature: float, region_scale: float = 1.0,
