@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import av
@@ -257,6 +258,16 @@ def test_the_locked_person_is_found_again_after_a_cut_by_appearance_and_nobody_e
     assert restored.person.known and np.allclose(restored.person.reference, tracker.person.reference)
 
 
+def _on_threads_latest_first(frame: Callable[[int], None], frames: int) -> None:
+    """``frame(i)`` for every frame on a thread of its own, the latest frame's started first; none may hang."""
+    threads = [threading.Thread(target=frame, args=(i,)) for i in reversed(range(frames))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert not any(thread.is_alive() for thread in threads)
+
+
 def test_colour_turns_fold_frames_in_order_whatever_thread_comes_first():
     """Frames fused on several threads: the running colour average is the one frame order gives, and a turn given
     up unused (a frame that matched no colours) does not block the frames after it."""
@@ -275,12 +286,7 @@ def test_colour_turns_fold_frames_in_order_whatever_thread_comes_first():
         else:
             results[i] = turns[i](tables[i]).copy()
 
-    threads = [threading.Thread(target=fold, args=(i,)) for i in reversed(range(len(tables)))]  # latest first
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=10)
-    assert not any(thread.is_alive() for thread in threads)
+    _on_threads_latest_first(fold, len(tables))
     skipped = LutAverage(0.5)
     reference = [skipped.turn()(t).copy() if i != 2 else None for i, t in enumerate(tables)]
     assert all(np.allclose(results[i], reference[i]) for i in results) and len(results) == 4
@@ -310,12 +316,7 @@ def test_mask_turns_carry_each_groups_first_frame_to_the_others_whatever_thread_
         else:
             results[i] = turns[i](lambda: compute(i))
 
-    threads = [threading.Thread(target=frame, args=(i,)) for i in reversed(range(len(turns)))]  # latest first
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=10)
-    assert not any(thread.is_alive() for thread in threads)
+    _on_threads_latest_first(frame, len(turns))
     assert sorted(computed) == [0, 4, 5, 6]
     assert results == {0: 0, 1: 0, 2: 0, 4: 4, 5: 5, 6: 6, 7: 6}
 
