@@ -2,9 +2,9 @@
 that must not change what is computed.
 
 Each tree fuses, in a child process of its own, six photo pairs from ../shared/faces (two of them also with
-``light="shape"``) and six frames of the shared Hamilton clip through ``Fuser.fuse_frame``; the outputs are compared
-pixel by pixel: mean absolute difference over the whole picture and over the pixels that changed at all, the largest
-difference, and the share of pixels that differ. Writes benchmarks/results/outputs_ab.md.
+``light="shape"``), the first source on a 4K target (fusion_speed.py's, a large face), and six frames of the shared
+Hamilton clip through ``Fuser.fuse_frame``; the outputs are compared pixel by pixel: mean absolute difference over
+the whole picture, PSNR, the largest difference, and the share of pixels that differ. Writes benchmarks/results/outputs_ab.md.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 from common import FACES, SHARED, write_section
+from fusion_speed import four_k_jpeg
 from speed_ab import base_tree
 
 PAIRS = [("face_recognition/biden.jpg", "face_recognition/obama-720p.jpg"),
@@ -36,12 +37,13 @@ from pathlib import Path
 import cv2, numpy as np
 from facefuse.fusion.engine import FusionOptions
 from facefuse.pipeline import Fuser, FuserConfig
-faces, pairs, clip, out = Path(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
+faces, pairs, clip, out, four_k = Path(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 fuser, found = Fuser(FuserConfig(analysis_cache_mb=0)), {}
 for i, (source, target) in enumerate(pairs):
     lights = ("shading", "shape") if i < 2 else ("shading",)
     for light in lights:
         found[f"photo {i + 1}, light={light}"] = fuser.fuse(faces / source, faces / target, FusionOptions(light=light)).image
+found["photo 1, 4K target"] = fuser.fuse(faces / pairs[0][0], Path(four_k), FusionOptions()).image
 prepared, capture = fuser.prepare(faces / pairs[0][0], FusionOptions()), cv2.VideoCapture(clip)
 for k in range(6):
     for _ in range(8):
@@ -54,8 +56,8 @@ np.savez_compressed(out, **found)
 """
 
 
-def outputs(src: Path, out: Path) -> dict[str, np.ndarray]:
-    subprocess.run([sys.executable, "-c", CHILD, str(FACES), json.dumps(PAIRS), str(CLIP), str(out)],
+def outputs(src: Path, out: Path, four_k: Path) -> dict[str, np.ndarray]:
+    subprocess.run([sys.executable, "-c", CHILD, str(FACES), json.dumps(PAIRS), str(CLIP), str(out), str(four_k)],
                    env={**os.environ, "PYTHONPATH": str(src)}, check=True)
     with np.load(out) as saved:
         return dict(saved)
@@ -67,24 +69,30 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
-        base = outputs(base_tree(args.base, work / "base"), work / "base.npz")
-        this = outputs(Path(__file__).resolve().parents[1] / "src", work / "this.npz")
+        four_k = work / "4k.jpg"
+        four_k.write_bytes(four_k_jpeg())
+        base = outputs(base_tree(args.base, work / "base"), work / "base.npz", four_k)
+        this = outputs(Path(__file__).resolve().parents[1] / "src", work / "this.npz", four_k)
     lines = [f"## Outputs against `{args.base}` (`benchmarks/outputs_ab.py`)", "",
              (f"The same fusions by `{args.base}` and by this tree, each in a child process: six photo pairs of "
-              "`../shared/faces` (the first two also with `light=\"shape\"`) and six frames of "
-              "`short_hamilton_clip.mp4` through `Fuser.fuse_frame`. Differences in 8-bit levels."), "",
-             "| output | same size | mean abs. difference (whole picture) | largest | pixels that differ |",
-             "|---|---|---|---|---|"]
+              "`../shared/faces` (the first two also with `light=\"shape\"`), the first source on a 4K target and "
+              "six frames of `short_hamilton_clip.mp4` through `Fuser.fuse_frame`. Differences in 8-bit levels; "
+              "PSNR over the whole picture (∞: identical)."), "",
+             "| output | same size | mean abs. difference (whole picture) | PSNR | largest | pixels that differ |",
+             "|---|---|---|---|---|---|"]
     for name in [*this, *(n for n in base if n not in this)]:  # in the order they were made
         if name not in base or name not in this:
-            lines.append(f"| {name} | only in {'this tree' if name in this else args.base} | – | – | – |")
+            lines.append(f"| {name} | only in {'this tree' if name in this else args.base} | – | – | – | – |")
             continue
         a, b = base[name].astype(np.int16), this[name].astype(np.int16)
         if a.shape != b.shape:
-            lines.append(f"| {name} | no | – | – | – |")
+            lines.append(f"| {name} | no | – | – | – | – |")
             continue
         diff = np.abs(a - b)
-        lines.append(f"| {name} | yes | {diff.mean():.4f} | {diff.max()} | {np.mean(diff.max(-1) > 0) * 100:.3f} % |")
+        mse = float(np.mean(diff.astype(np.float64) ** 2))
+        psnr = "∞" if mse == 0 else f"{10 * np.log10(255 ** 2 / mse):.1f} dB"
+        lines.append(f"| {name} | yes | {diff.mean():.4f} | {psnr} | {diff.max()} | "
+                     f"{np.mean(diff.max(-1) > 0) * 100:.3f} % |")
     print(write_section("outputs_ab", "\n".join(lines)).read_text())
 
 

@@ -327,3 +327,54 @@ def test_a_black_and_white_target_gives_a_black_and_white_face():
     assert np.abs(chroma).max() <= 2.0, np.abs(chroma).max()
     before = cv2.cvtColor(face, cv2.COLOR_RGB2Lab)[..., 1:].astype(np.float32) - 128
     assert np.abs(before).max() > 20  # the source was colourful
+
+
+def test_the_mesh_engine_reshapes_the_target_only_inside_the_box_the_later_stages_read(fuser, photos):
+    """The reshaped target is read only inside the changed region's box (relight, blend, make-up zones), so the
+    render resamples only that box (issue 19: ~3 ms of a 720p fusion's CPU); outside it the crop stays the aligned
+    crop as photographed. The fusions are byte-identical to the full-crop warp (benchmarks/outputs_ab.py)."""
+    from facefuse.fusion.blend import changed_box
+    from facefuse.geometry.align import aligned_crop
+
+    options = FusionOptions()
+    prepared = fuser.prepare(photos["biden"], options)
+    target = fuser.analyze(photos["obama"])
+    face = target.faces[0]
+    matrix, size = prepared.engine.crop_matrix(face, options)
+    crop = aligned_crop(target.image, matrix, size)
+    rendered = prepared.engine.render(prepared.prepared, crop, matrix, face, options, target.image)
+    box = changed_box(rendered.region)
+    assert box is not None
+    outside = np.ones(crop.shape[:2], bool)
+    outside[box] = False
+    assert outside.any()
+    assert np.array_equal(rendered.target_crop[outside], crop[outside])
+    assert not np.array_equal(rendered.target_crop[box], crop[box])  # reshaped and resampled from the photo there
+
+
+def test_a_large_faces_skin_detail_gain_is_averaged_coarser_and_stays_the_same(monkeypatch):
+    """A face ~1,100 px wide (a 4K photo) averages its local texture energies at σ ~55 px; at half resolution those
+    five blurs cost ~50 ms of the 4K blend (issue 19). They are taken coarser (σ at most ``LOCAL_SIGMA_PX`` of the
+    coarse grid's pixels); the gain must stay that of the half-resolution average, and a face up to ~480 px wide
+    keeps half resolution exactly."""
+    from facefuse.fusion import detail
+
+    rng = np.random.default_rng(5)
+    for side, exact in ((1100, False), (400, True)):
+        light = cv2.resize(np.linspace(60, 200, 16, dtype=np.float32)[None, :], (side, side))
+        photo = np.clip(light + 12 * cv2.GaussianBlur(rng.normal(0, 1, light.shape), (0, 0), 0.7), 0, 255)
+        face = np.clip(light + 30 * cv2.GaussianBlur(rng.normal(0, 1, light.shape), (0, 0), 0.7), 0, 255)
+        band = face - cv2.GaussianBlur(face, (0, 0), detail.HIGH_PASS_SIGMA)
+        skin = np.ones(light.shape, bool)
+        sigma = detail.LOCAL_SIGMA_FRACTION * side
+        gain = detail.band_gain(face.astype(np.float32), band.astype(np.float32), photo.astype(np.float32), skin,
+                                sigma)
+        with monkeypatch.context() as patch:
+            patch.setattr(detail, "LOCAL_SIGMA_PX", float("inf"))  # always half resolution (the code before)
+            half = detail.band_gain(face.astype(np.float32), band.astype(np.float32), photo.astype(np.float32), skin,
+                                    sigma)
+        if exact:
+            assert np.array_equal(gain, half)
+        else:
+            inner = (slice(side // 10, -side // 10),) * 2  # the borders differ by the coarse grid's edge
+            assert np.abs(gain[inner] - half[inner]).max() < 0.02 * np.abs(half[inner]).max()

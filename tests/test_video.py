@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import av
@@ -257,6 +258,16 @@ def test_the_locked_person_is_found_again_after_a_cut_by_appearance_and_nobody_e
     assert restored.person.known and np.allclose(restored.person.reference, tracker.person.reference)
 
 
+def _on_threads_latest_first(frame: Callable[[int], None], frames: int) -> None:
+    """``frame(i)`` for every frame on a thread of its own, the latest frame's started first; none may hang."""
+    threads = [threading.Thread(target=frame, args=(i,)) for i in reversed(range(frames))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert not any(thread.is_alive() for thread in threads)
+
+
 def test_colour_turns_fold_frames_in_order_whatever_thread_comes_first():
     """Frames fused on several threads: the running colour average is the one frame order gives, and a turn given
     up unused (a frame that matched no colours) does not block the frames after it."""
@@ -275,13 +286,66 @@ def test_colour_turns_fold_frames_in_order_whatever_thread_comes_first():
         else:
             results[i] = turns[i](tables[i]).copy()
 
-    threads = [threading.Thread(target=fold, args=(i,)) for i in reversed(range(len(tables)))]  # latest first
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=10)
-    assert not any(thread.is_alive() for thread in threads)
+    _on_threads_latest_first(fold, len(tables))
     skipped = LutAverage(0.5)
     reference = [skipped.turn()(t).copy() if i != 2 else None for i, t in enumerate(tables)]
     assert all(np.allclose(results[i], reference[i]) for i in results) and len(results) == 4
     assert np.allclose(in_order[1], 30.0) and not np.allclose(reference[3], in_order[3])
+
+
+def test_mask_turns_carry_each_groups_first_frame_to_the_others_whatever_thread_comes_first():
+    """The segmenter at a lower rate (issue 19): the first frame of each group of ``every`` computes, the frames
+    after it take its result even when their threads come first; a first frame given up unused (its face was
+    refused) makes the rest of its group compute their own, and nobody waits forever."""
+    from facefuse.video.parsing import ParsingCarry
+
+    carry = ParsingCarry(3)
+    turns = [carry.turn() for _ in range(8)]
+    computed: list[int] = []
+    results: dict[int, int] = {}
+    lock = threading.Lock()
+
+    def compute(i: int) -> int:
+        with lock:
+            computed.append(i)
+        return i
+
+    def frame(i: int) -> None:
+        if i == 3:
+            turns[i].close()
+        else:
+            results[i] = turns[i](lambda: compute(i))
+
+    _on_threads_latest_first(frame, len(turns))
+    assert sorted(computed) == [0, 4, 5, 6]
+    assert results == {0: 0, 1: 0, 2: 0, 4: 4, 5: 5, 6: 6, 7: 6}
+
+
+def test_video_runs_the_segmenter_on_every_third_frame_of_a_face_and_the_output_barely_changes(fuser, clip, source,
+                                                                                              tmp_path, monkeypatch):
+    """``masks_every=3`` (the default) runs the segmenter on a third of the fused frames (it was ~14 ms of a 720p
+    frame); the frames between reuse their group's masks, so the output stays within a level of every-frame masks
+    (benchmarks/video.py measures flicker and jitter on real clips)."""
+    from facefuse.analysis.segmentation import FaceSegmenter
+
+    calls = {"n": 0}
+    real = FaceSegmenter.probabilities
+
+    def counted(self, crops):
+        calls["n"] += 1
+        return real(self, crops)
+
+    monkeypatch.setattr(FaceSegmenter, "probabilities", counted)
+    outputs, runs = {}, {}
+    for every in (1, 3):
+        calls["n"] = 0
+        result = fuse_video(source, clip, tmp_path / f"every{every}.mp4", FusionOptions(visible_label=False),
+                            VideoOptions(masks_every=every, crf=0, end=2.0), fuser=fuser)
+        runs[every] = (calls["n"], result.frames_fused)
+        outputs[every] = read_video(tmp_path / f"every{every}.mp4")[0]
+    assert VideoOptions().masks_every == 3
+    (every_frame, fused), (carried, fused_carried) = runs[1], runs[3]
+    assert fused == fused_carried and every_frame == fused > 6
+    assert carried <= fused // 3 + 3  # one per group of three per track (a new group after a cut or a gap)
+    difference = [np.abs(a.astype(np.int16) - b).mean() for a, b in zip(outputs[1], outputs[3])]
+    assert 0 < max(difference) < 1.0

@@ -29,11 +29,11 @@ import numpy as np
 from .config import ImageLimits
 from .fusion.engine import FusionOptions
 from .imageio import ImageInput, decode_image, encode_image
-from .pipeline import Fuser, PreparedSource, TargetFace
+from .pipeline import Fuser, PreparedSource
 from .stages.record import Record
 from .video.options import VideoOptions
-from .video.smoothing import LutAverage
 from .video.tracking import FaceTracker
+from .video.turns import FaceTurns
 
 LIVE_CROP_SIZE = 256  # render crop for camera frames: a webcam face rarely covers more than 256 px of a 640×480 frame
 LIVE_DETECT_EVERY = 15  # detector pass every 15th frame (~0.5 s at 30 frames/s); FaceMesh follows the face between
@@ -71,7 +71,7 @@ class LiveSession:
         self.prepared = source if isinstance(source, PreparedSource) else fuser.prepare(source, self.options)
         restoring = self.options.restore != "off" and (self.options.profile_degree > 0 or self.options.feature_degree > 0)
         self.tracker = FaceTracker(fuser.analyzer, self.video, fuser.gate, restoring, self.options.target_face)
-        self.colour: dict[int, LutAverage] = {}
+        self.turns = FaceTurns(self.video)  # per track: the colour average and the segmenter output carried
         self.frames = 0
         self.frames_fused = 0
         self._clock = clock
@@ -115,16 +115,12 @@ class LiveSession:
         if self.tracker.locked is not None and all(f.track_id != self.tracker.locked for f in followed):
             self.tracker.locked = None  # the chosen person left the picture: a camera fuses whoever is in front now
         faces = self.tracker.chosen(followed)
-        if self.tracker.scene_cuts != cuts:
-            self.colour.clear()  # the light changed at once: start the colour average again
-        turns = [self.colour.setdefault(t.track_id, LutAverage(self.video.colour_weight)).turn()
-                 if self.video.smoothing else None for t in faces]
+        # the light changed at once at a cut: the colour average starts again
+        targets, turns = self.turns.take(faces, self.tracker.scene_cuts != cuts)
         track_ms = (time.perf_counter() - clock) * 1000
         try:
-            record = self.fuser.fuse_frame(self.prepared, image, [TargetFace(t.face, t.face, turn)
-                                                                   for t, turn in zip(faces, turns)], self.options)
+            record = self.fuser.fuse_frame(self.prepared, image, targets, self.options)
         finally:
-            for turn in turns:  # a face the gate refused never used its turn
-                if turn is not None:
-                    turn.close()
+            for turn in turns:  # a face the gate refused never used its turns
+                turn.close()
         return replace(record, timings_ms=MappingProxyType({"track": track_ms, **record.timings_ms}))

@@ -180,6 +180,19 @@ def paste_back(image: np.ndarray, crop: np.ndarray, region: np.ndarray, matrix: 
     return out
 
 
+BOX_PAD = 8  # crop pixels around the changed region that the relight and blend stages see
+
+
+def changed_box(region: np.ndarray) -> tuple[slice, slice] | None:
+    """(rows, columns) of the crop the relight and blend stages read and write: the box of the changed ``region``
+    grown by ``BOX_PAD``; None when nothing changes. An engine need not compute its crops outside it."""
+    box = _bounding_box(region, pad=BOX_PAD)
+    if box is None:
+        return None
+    (x0, y0), (x1, y1) = box
+    return slice(y0, y1 + 1), slice(x0, x1 + 1)
+
+
 def _bounding_box(mask: np.ndarray, pad: int = 0) -> tuple[tuple[int, int], tuple[int, int]] | None:
     """((x0, y0), (x1, y1)) inclusive box of ``mask`` > 0, grown by ``pad`` within the mask's bounds."""
     rows = np.flatnonzero(mask.max(axis=1) > 1e-3)
@@ -217,11 +230,10 @@ class BlendRegion:
 def blend_region(rendered: RenderedFace, parsing: OcclusionMasks | None = None) -> BlendRegion | None:
     """What the relight and blend stages need of one rendered face; None when nothing in the crop changes."""
     region = rendered.region if rendered.region is not None else rendered.mask
-    box = _bounding_box(region, pad=8)
-    if box is None:
+    sub = changed_box(region)
+    if sub is None:
         return None
-    (x0, y0), (x1, y1) = box
-    sub = (slice(y0, y1 + 1), slice(x0, x1 + 1))
+    y0, x0 = sub[0].start, sub[1].start
     crop, target, mask = rendered.crop[sub], rendered.target_crop[sub], rendered.mask[sub]
     face_skin = target_skin = None if rendered.skin is None else rendered.skin[sub]
     # The target's eyes and mouth interior go into the face *before* the multi-band blend: a small hole in the blend

@@ -28,6 +28,10 @@ HIGH_PASS_SIGMA = 2.0  # px of the photo: the band the gain rescales
 GAIN_LIMITS = (-0.85, 2.5)  # how far the band may be calmed / amplified
 LOCAL_SIGMA_FRACTION = 0.05  # of the face's width: the neighbourhood whose texture level the gain follows
 MIN_SKIN_PIXELS = 64
+# the local energies are averaged at 1/2 resolution, or coarser where the neighbourhood is wider than this many of
+# those pixels (a large face in a 4K photo: σ ~55 px, whose blur at 1/2 cost ~50 ms); faces up to ~480 px wide
+# keep 1/2, and the same pixels
+LOCAL_SIGMA_PX = 8.0
 
 
 def _grey(image: np.ndarray) -> np.ndarray:
@@ -45,15 +49,17 @@ def band_gain(output: np.ndarray, band: np.ndarray, photo: np.ndarray, skin: np.
 
     Locally Var(Lap(out) + k·Lap(band)) is a quadratic in k, whose terms are skin-weighted Gaussian averages
     (normalised convolution): solved exactly, the larger root taken, held in GAIN_LIMITS. The energies are averaged
-    at half resolution (they are smooth at ``sigma``), where the five blurs cost a quarter."""
+    at half resolution or coarser (they are smooth at ``sigma``; see ``LOCAL_SIGMA_PX``), where the five blurs cost
+    a quarter or less."""
     lap_out, lap_band, lap_photo = (_laplacian(_grey(a)) for a in (output, band, photo))
     weight = skin.astype(np.float32)
     height, width = weight.shape
-    half = (max(1, width // 2), max(1, height // 2))
+    factor = max(2, int(sigma // LOCAL_SIGMA_PX))
+    coarse = (max(1, width // factor), max(1, height // factor))
 
     def local(values: np.ndarray) -> np.ndarray:
-        small = cv2.resize(values * weight, half, interpolation=cv2.INTER_AREA)
-        return cv2.GaussianBlur(small, (0, 0), max(sigma / 2, 0.5))
+        small = cv2.resize(values * weight, coarse, interpolation=cv2.INTER_AREA)
+        return cv2.GaussianBlur(small, (0, 0), max(sigma / factor, 0.5))
 
     norm = np.maximum(local(np.ones_like(weight)), 1e-6)
     a, b, c = (local(p) / norm for p in (lap_out * lap_out, lap_out * lap_band, lap_band * lap_band))
@@ -75,13 +81,13 @@ def match_detail(output: np.ndarray, photo: np.ndarray, weight: np.ndarray, crop
         return output
     out = output.astype(np.float32)
     w = weight[..., None]
+    source = photo.astype(np.float32)
     if crop_scale < 0.95:
         # finer than a crop pixel the render holds nothing: the photo's own grain goes there
-        source = photo.astype(np.float32)
         grain = source - cv2.GaussianBlur(source, (0, 0), 0.5 / crop_scale)
         out += grain * w
     band = out - cv2.GaussianBlur(out, (0, 0), HIGH_PASS_SIGMA)
     columns = np.flatnonzero(skin.any(axis=0))
     sigma = max(LOCAL_SIGMA_FRACTION * float(columns[-1] - columns[0] + 1), 2.0)
-    gain = band_gain(out, band, photo.astype(np.float32), skin, sigma)
+    gain = band_gain(out, band, source, skin, sigma)
     return np.clip(out + (gain[..., None] * w) * band + 0.5, 0, 255).astype(np.uint8)

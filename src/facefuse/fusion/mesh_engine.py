@@ -24,6 +24,7 @@ from ..geometry.align import crop_template
 from ..geometry.regions import (FACE_OVAL, IDENTITY_POINTS, LIPS_INNER, LIPS_OUTER, MOUTH_GROUP, face_masks, feather,
                                 polygon_mask, shrink, skin_mask)
 from .albedo import tone_makeup
+from .blend import changed_box
 from .engine import FusionOptions, RenderedFace, SourceFace
 from .shading import mirrored, normal_maps, vertex_normals
 
@@ -205,11 +206,20 @@ class MeshFusionEngine:
             sources.append(np.concatenate([np.column_stack([weights, np.zeros_like(weights)]),
                                            np.zeros((len(ring_s) + len(fixed), 2))]))
         tables = mesh.remap_tables(ids, sources, dst_all, triangles, MAP_STEP)
+        # the target's pixels move up to the ring, so the region that may change reaches half way to it; the
+        # source's face covers the whole oval: the target's jaw line and cheeks reshaped, not its skin
+        mask, keep, region = face_masks(dest, size, feature, region_scale=(1 + RING_SCALE) / 2, region_feather=2,
+                                        mask_scale=MASK_SCALE)
         # both photos are resampled once, straight from their own pixels (crop tables composed with the crop's
         # inverse alignment), bicubic: an aligned crop warped again lost a third of the skin's fine detail per
-        # resampling; without the target ``photo`` its aligned crop is remapped
-        warped_target = (mesh.warp(target_crop, *tables[0]) if photo is None
-                         else photo_warp(photo, to_crop, tables[0]))
+        # resampling; without the target ``photo`` its aligned crop is remapped. The reshaped target is only ever
+        # read inside the changed region's box (relight, blend, make-up zones), so only that box is resampled
+        # (the same pixels there; 5.6 → 2.3 CPU ms at 720p); the new face is needed whole (the segmenter sees it)
+        warped_target = target_crop.copy()
+        box = changed_box(region)
+        if box is not None:
+            table = (tables[0][0][box], tables[0][1][box])
+            warped_target[box] = mesh.warp(target_crop, *table) if photo is None else photo_warp(photo, to_crop, table)
         warped_source = photo_warp(source.payload["image"], source_to_crop, tables[1])
         if mirror is not None:
             mirror_texture = photo_warp(source.payload["image"], source_to_crop, tables[2])
@@ -219,10 +229,6 @@ class MeshFusionEngine:
         if options.makeup == "target":
             warped_source = tone_makeup(warped_source, warped_target, dest, skin)
 
-        # the target's pixels move up to the ring, so the region that may change reaches half way to it; the
-        # source's face covers the whole oval: the target's jaw line and cheeks reshaped, not its skin
-        mask, keep, region = face_masks(dest, size, feature, region_scale=(1 + RING_SCALE) / 2, region_feather=2,
-                                        mask_scale=MASK_SCALE)
         normals = None
         if options.light == "shape":
             # the new face's surface: the source's 3-D shape in the target's pose, as far as the degrees move it

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -41,11 +41,15 @@ class AlignedFace:
 @dataclass(frozen=True, eq=False)
 class TargetFace:
     """One face the per-face stages work on: as the analysis found it (for the report), as the stages before
-    changed it (restored, re-measured), and the colour smoother a video carries for its track."""
+    changed it (restored, re-measured), and the colour smoother and segmenter output a video carries for its
+    track."""
 
     found: Face
     face: Face
     smoother: LutSmoother | None = None
+    # a video's carrier of the segmenter's output for this face's track (facefuse.video.parsing.ParsingTurn): called
+    # with the work that computes this frame's probabilities, it runs it or gives an earlier frame's
+    parsing: Callable[[Callable[[], Any]], Any] | None = None
 
 
 @dataclass(frozen=True, eq=False)

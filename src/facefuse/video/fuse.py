@@ -42,8 +42,10 @@ from .io import (
     read_frames,
 )
 from .options import VideoOptions, VideoProgress, VideoResult
-from .smoothing import LutAverage, LutTurn
-from .tracking import FaceTracker, TrackedFace, signature
+from .parsing import ParsingTurn
+from .smoothing import LutTurn
+from .tracking import FaceTracker, signature
+from .turns import FaceTurns
 
 CHECKPOINT = "checkpoint.json"
 MAX_FUSE_WORKERS = 4  # fusion threads: one per core up to this (each frame's stages release the GIL mostly)
@@ -127,7 +129,7 @@ class _Run:
         self.tracker = FaceTracker(fuser.analyzer, video, fuser.gate, restoring, choice,
                                    signature(None, prepared.face.landmarks) if prepared.face.landmarks is not None
                                    else None)
-        self.colour: dict[int, LutAverage] = {}
+        self.turns = FaceTurns(video)  # per track: the colour average and the segmenter output carried
         self.segment: _Segment | None = None  # the segment being encoded
         self.done = 0  # frames written so far (this run's and the resumed ones)
         # seconds each stage was busy on its thread (they overlap); "fuse" is the frame's stages (gate … label) on
@@ -229,9 +231,9 @@ class _Run:
                                             "call again with the same work folder to continue where it stopped",
                                             {"frames_done": self.done})
                     clock = self._lap("decode", clock)
-                    faces, turns = self._track(decoded)
+                    targets, turns = self._track(decoded)
                     clock = self._lap("track", clock)
-                    pending.append(pool.submit(self._fuse, decoded, faces, turns))
+                    pending.append(pool.submit(self._fuse, decoded, targets, turns))
                     while len(pending) >= workers * IN_FLIGHT_PER_WORKER or (pending and pending[0].done()):
                         self._write(pending.popleft().result())
                     now = time.perf_counter()
@@ -257,26 +259,21 @@ class _Run:
         self.timings[stage] += now - clock
         return now
 
-    def _track(self, decoded: DecodedFrame) -> tuple[list[TrackedFace], list[LutTurn | None]]:
-        """The faces to fuse in this frame, and each one's turn in its person's colour average (frame order)."""
+    def _track(self, decoded: DecodedFrame) -> tuple[list[TargetFace], list[LutTurn | ParsingTurn]]:
+        """The faces to fuse in this frame, with their turns in their person's colour average and segmenter output
+        (frame order)."""
         cuts = self.tracker.scene_cuts
         faces = self.tracker.chosen(self.tracker.step(decoded.image, float(decoded.pts * self.info.time_base)))
-        if self.tracker.scene_cuts != cuts:
-            self.colour.clear()  # the light really changed: start the running colour average again
-        turns = [self.colour.setdefault(f.track_id, LutAverage(self.video.colour_weight)).turn()
-                 if self.video.smoothing else None for f in faces]
-        return faces, turns
+        return self.turns.take(faces, self.tracker.scene_cuts != cuts)
 
-    def _fuse(self, decoded: DecodedFrame, faces: list[TrackedFace], turns: list[LutTurn | None]) -> _Fused:
+    def _fuse(self, decoded: DecodedFrame, targets: list[TargetFace], turns: list[LutTurn | ParsingTurn]) -> _Fused:
         """On a fusion thread: the frame's slice of the stage list (gate … label) on the tracked faces; the frame
         to encode, or the decoded frame itself when nothing changes it."""
-        targets = [TargetFace(tracked.face, tracked.face, turn) for tracked, turn in zip(faces, turns)]
         try:
             record = self.fuser.fuse_frame(self.prepared, decoded.image, targets, self.options)
         finally:
-            for turn in turns:  # a face the gate refused never used its turn: give it up so later frames go on
-                if turn is not None:
-                    turn.close()
+            for turn in turns:  # a face the gate refused never used its turns: give them up so later frames go on
+                turn.close()
         for note in record.notes:
             self.notes.setdefault(note.translate(_DIGITS), note)
         changed = bool(record.faces) or self.options.visible_label

@@ -41,6 +41,9 @@ class VideoOptions(Options):
                                   "average of the colour correction (1 = no averaging)", gt=0, le=1)
     scene_cut: float = option(0.3, "Scene-cut threshold", "histogram (Bhattacharyya) distance between neighbouring "
                               "frames that counts as a cut", gt=0, le=1)
+    masks_every: int = option(3, "Occlusion masks every n frames", "run the face segmenter on every n-th frame "
+                              "of a tracked face (and after scene cuts); the frames between reuse its masks",
+                              ge=1, le=30)
     segment_s: float = option(2.0, "Segment length", "seconds of video per independently encoded segment: the "
                               "most a resumed run has to redo", ge=0.2, le=60)
 
