@@ -63,11 +63,21 @@ def makeup_zones(points: np.ndarray, size: int) -> np.ndarray:
 
 
 def brow_zones(points: np.ndarray, size: int) -> np.ndarray:
-    """Soft mask (float32 0–1, crop pixels) of both brows, grown as :func:`makeup_zones` cuts them out."""
+    """Soft mask (float32 0–1, crop pixels) of both brows, grown as :func:`makeup_zones` cuts them out; drawn on
+    the brows' box only, like the make-up zones."""
     width = float(np.ptp(points[FACE_OVAL, 0]))
-    grow = max(1, int(0.02 * width))
-    brows = polygon_mask(points[RIGHT_BROW], size, points[LEFT_BROW])
-    return feather(cv2.dilate(brows, np.ones((2 * grow + 1, 2 * grow + 1), np.uint8)), max(1.0, 0.01 * width))
+    grow, radius = max(1, int(0.02 * width)), max(1.0, 0.01 * width)
+    margin = grow + int(radius * 2) + 2
+    brows = np.concatenate([RIGHT_BROW, LEFT_BROW])
+    x0, y0 = np.maximum(np.floor(points[brows, :2].min(0)).astype(int) - margin, 0)
+    x1, y1 = np.minimum(np.ceil(points[brows, :2].max(0)).astype(int) + margin + 1, size)
+    zones = np.zeros((size, size), np.float32)
+    if x1 <= x0 or y1 <= y0:
+        return zones
+    local = points[:, :2] - (x0, y0)
+    drawn = polygon_mask(local[RIGHT_BROW], (int(y1 - y0), int(x1 - x0)), local[LEFT_BROW])
+    zones[y0:y1, x0:x1] = feather(cv2.dilate(drawn, np.ones((2 * grow + 1, 2 * grow + 1), np.uint8)), radius)
+    return zones
 
 
 def tone_makeup(face: np.ndarray, target: np.ndarray, points: np.ndarray, skin: np.ndarray) -> np.ndarray:
