@@ -114,6 +114,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="64 held-out samples, fewer timing runs")
     parser.add_argument("--model", type=Path, default=None, help="ONNX file (default: the shipped face_segmenter)")
     parser.add_argument("--cache", type=Path, default=Path(".cache/segmenter"), help="label cache folder")
+    parser.add_argument("--previous", type=Path, default=None,
+                        help="an earlier ONNX file scored on the same held-out samples, in its own column")
     args = parser.parse_args()
 
     store = ModelStore(StoreConfig.from_env())
@@ -123,6 +125,8 @@ def main() -> None:
     _, held_out = label_sets(DataConfig(SHARED, args.cache, limit=400 if args.quick else None, scenes=False))
     images, truth = held_out_samples(held_out, samples)
     table = iou_table(confusion(predict(segmenter, images), truth))
+    previous = None if args.previous is None else iou_table(confusion(predict(
+        FaceSegmenter(Runtime(RuntimeConfig(intra_op_threads=1)).session(args.previous)), images), truth))
     timing = speed(model, 20 if args.quick else 100)
     faces = contact_sheet(store, segmenter, ARTIFACTS / "segmenter_sheet.png")
 
@@ -132,11 +136,15 @@ def main() -> None:
              f"IoU on the held-out synthetic set ({samples} composed samples of {len(held_out)} UTKFace photos never "
              "seen in training, with synthetic scenes and occluders; hair around the face on the real photos is a "
              "colour heuristic, synthetic strands and hairstyles are exact):", "",
-             "| class | IoU | goal |", "|---|---|---|"]
+             "| class | IoU | goal |" if previous is None else
+             f"| class | IoU | previous model (`{args.previous.name}`, same samples) | goal |",
+             "|---|---|---|" if previous is None else "|---|---|---|---|"]
     for name in ("face", *CLASSES):
         goal = GOALS.get(name)
         mark = "" if goal is None else f"≥ {goal:.2f} {'met' if table[name] >= goal else 'MISSED'}"
-        lines.append(f"| {name if name != 'face' else 'face (skin+brows+eyes+nose+lips)'} | {table[name]:.3f} | {mark} |")
+        before = "" if previous is None else f" {previous[name]:.3f} |"
+        lines.append(f"| {name if name != 'face' else 'face (skin+brows+eyes+nose+lips)'} | {table[name]:.3f} |"
+                     f"{before} {mark} |")
     lines += ["", "| speed (ONNX Runtime, CPU) | ms per face (median) | goal |", "|---|---|---|"]
     lines += [f"| {name} | {value:.2f} | ≤ 5 |" for name, value in timing.items()]
     lines += ["", f"Contact sheet of {faces} real faces (glasses, long hair, masks) in "

@@ -179,3 +179,22 @@ def test_makeup_is_toned_to_the_targets_lips_unless_asked_to_keep_it(fuser, face
     own = redness(analysis.image)
     assert kept - own > 5, (kept, own)  # the lipstick is really there when kept
     assert abs(toned - own) < 0.5 * abs(kept - own), (toned, kept, own)
+
+
+def test_brows_take_the_targets_hue_not_the_sources_coloured_light(fuser, faces_dir):
+    """jay_chou's studio portrait under a violet light onto yang_mi: his brows came out blue-purple (the colour
+    match fits skin, not the cast on dark hair). With make-up "target" (the default) the brows' hue is toned to the
+    target's brows, their darkness kept; "source" keeps the violet."""
+    import cv2
+
+    source = faces_dir / "hard/same-person/jay_chou/01_studio_tilted_warm.jpg"
+    target = faces_dir / "hard/same-person/yang_mi/01_selfie_indoor_ambient.jpg"
+
+    def violet_pixels(options: FusionOptions) -> int:
+        lab = cv2.cvtColor(fuser.fuse(source, target, options).image, cv2.COLOR_RGB2Lab).astype(np.int16) - 128
+        return int(((lab[..., 1] > 8) & (lab[..., 2] < -3)).sum())
+
+    kept = violet_pixels(FusionOptions(visible_label=False, makeup="source"))
+    toned = violet_pixels(FusionOptions(visible_label=False))
+    assert kept > 300, kept  # the violet is really there when the source's colour is kept
+    assert toned < 0.1 * kept, (toned, kept)

@@ -67,6 +67,25 @@ def test_onnx_export_matches_pytorch_with_a_dynamic_batch(quick_run) -> None:
     assert segmenter.logits(crops[:1]).shape == (1, 8, 128, 128)
 
 
+def test_a_fine_tune_starts_from_exactly_the_exported_model(quick_run, tmp_path: Path) -> None:
+    """``--init model.onnx``: the network rebuilt from an exported file (its batch norm folded into biases) computes
+    what ONNX Runtime computes, and training continues from there (the shipped segmenter was fine-tuned this way)."""
+    from facefuse_training.common.export import check_parity
+    from facefuse_training.segmenter.data import label_sets
+    from facefuse_training.segmenter.model import from_onnx
+    from facefuse_training.segmenter.train import train
+
+    data_config, config, summary = quick_run
+    onnx = Path(summary["onnx"])
+    rebuilt = from_onnx(onnx, config.widths, config.full).eval()
+    rng = np.random.default_rng(1)
+    assert check_parity(rebuilt, onnx, [rng.random((2, 3, 128, 128), dtype=np.float32)]).ok(1e-4)
+    data, _ = label_sets(data_config)
+    records = train(replace(config, out=tmp_path / "tuned", init=onnx, steps=3, warmup=1), data)
+    assert [r["step"] for r in records] == [1, 2, 3]
+    assert records[0]["loss"] < summary["loss_first"] - 0.1, (records[0], summary)  # trained, not from scratch
+
+
 def test_shipped_model_is_verified_and_loads_through_the_runtime(tmp_path: Path) -> None:
     entry = ModelRegistry().get(SEGMENTER_MODEL)
     assert entry.task.value == "segmenter" and not entry.commercial_use

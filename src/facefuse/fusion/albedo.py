@@ -6,6 +6,10 @@ and eyelids' *shape* is the source's (the geometry moves them), and so is their 
 cross pairs, 75.0 % against 78.6 %); only their broad colour — what lipstick and eye shadow change most — is
 taken from the target's own lips and eyelids, which the engine has already warped onto the same geometry. ``FusionOptions.makeup = "source"`` keeps the source's make-up (a
 make-up try-on wants exactly that).
+
+The brows get the same colour-only toning, on their own: their shape and darkness are identity, but their hue is
+often the source's light, not the person (jay_chou's studio portrait under a violet light gave yang_mi blue-purple
+brows, a* +16 / b* −9 after the colour match: the skin-fitted match moves skin, not the cast on dark hair).
 """
 
 from __future__ import annotations
@@ -58,14 +62,48 @@ def makeup_zones(points: np.ndarray, size: int) -> np.ndarray:
     return zones
 
 
+def brow_zones(points: np.ndarray, size: int) -> np.ndarray:
+    """Soft mask (float32 0–1, crop pixels) of both brows, grown as :func:`makeup_zones` cuts them out; drawn on
+    the brows' box only, like the make-up zones."""
+    width = float(np.ptp(points[FACE_OVAL, 0]))
+    grow, radius = max(1, int(0.02 * width)), max(1.0, 0.01 * width)
+    margin = grow + int(radius * 2) + 2
+    brows = np.concatenate([RIGHT_BROW, LEFT_BROW])
+    x0, y0 = np.maximum(np.floor(points[brows, :2].min(0)).astype(int) - margin, 0)
+    x1, y1 = np.minimum(np.ceil(points[brows, :2].max(0)).astype(int) + margin + 1, size)
+    zones = np.zeros((size, size), np.float32)
+    if x1 <= x0 or y1 <= y0:
+        return zones
+    local = points[:, :2] - (x0, y0)
+    drawn = polygon_mask(local[RIGHT_BROW], (int(y1 - y0), int(x1 - x0)), local[LEFT_BROW])
+    zones[y0:y1, x0:x1] = feather(cv2.dilate(drawn, np.ones((2 * grow + 1, 2 * grow + 1), np.uint8)), radius)
+    return zones
+
+
 def tone_makeup(face: np.ndarray, target: np.ndarray, points: np.ndarray, skin: np.ndarray) -> np.ndarray:
+    """The lips and eyelids, then the brows, each toned by :func:`tone_zone` (colour only)."""
+    size = face.shape[0]
+    return tone_zone(tone_zone(face, target, points, skin, makeup_zones(points, size)), target, points, skin,
+                     brow_zones(points, size), hairs=True)
+
+
+def _hair_share(lab: np.ndarray, skin_lab: np.ndarray, inside: np.ndarray) -> np.ndarray:
+    """How much of each pixel is dark hair rather than the skin between the hairs (0–1), from its lightness between
+    the skin's nearby and the zone's darkest: a brow's colour is its hairs', and the skin in and around it must not
+    take their shift (a skin-wide shift turned the skin round yang_mi's new brows olive)."""
+    darkest = np.percentile(lab[..., 0][inside > 0], 5) if inside.any() else 0.0
+    span = np.maximum(skin_lab[..., 0] - darkest, 8.0)
+    return np.clip((skin_lab[..., 0] - lab[..., 0]) / span, 0.0, 1.0)
+
+
+def tone_zone(face: np.ndarray, target: np.ndarray, points: np.ndarray, skin: np.ndarray,
+              zones: np.ndarray, hairs: bool = False) -> np.ndarray:
     """``face`` (uint8 RGB, in the destination geometry ``points``) with the broad Lab of its make-up zones set to
     ``target``'s (the target warped onto the same geometry) *relative to each one's skin nearby* (``skin``: the bare
     skin mask, averaged at ``LOCAL_SKIN_FRACTION`` of the face width): the colour match that follows moves the skin
     to the target's and the lips and lids follow it there — toning to the target's absolute colour would shift them
-    twice (cyan lips on a grey photo) — and a side light's shadow on one eyelid is not taken for eye shadow."""
-    size = face.shape[0]
-    zones = makeup_zones(points, size)
+    twice (cyan lips on a grey photo) — and a side light's shadow on one eyelid is not taken for eye shadow.
+    With ``hairs`` (the brows) each pixel counts, and is toned, by its share of hair (:func:`_hair_share`)."""
     box = cv2.boundingRect((zones > 0.01).astype(np.uint8))
     if box[2] < 4 or box[3] < 4:
         return face
@@ -78,17 +116,18 @@ def tone_makeup(face: np.ndarray, target: np.ndarray, points: np.ndarray, skin: 
     inside = (weight > 0.5).astype(np.float32)
     around = skin[sub].astype(np.float32)
 
-    def makeup(lab: np.ndarray) -> np.ndarray:
-        """The zones' broad colour over the skin's around them."""
-        return (skin_shading(lab, inside, MAKEUP_SIGMA_FRACTION * width, robust=False)
-                - skin_shading(lab, around, LOCAL_SKIN_FRACTION * width))
+    def makeup(lab: np.ndarray) -> tuple[np.ndarray, np.ndarray | float]:
+        """The zones' broad colour over the skin's around them; and how much of each pixel it is about."""
+        skin_lab = skin_shading(lab, around, LOCAL_SKIN_FRACTION * width)
+        share = _hair_share(lab, skin_lab, inside) if hairs else 1.0
+        return skin_shading(lab, inside * share, MAKEUP_SIGMA_FRACTION * width, robust=False) - skin_lab, share
 
-    own, theirs = makeup(face_lab), makeup(target_lab)
+    (own, share), (theirs, _) = makeup(face_lab), makeup(target_lab)
     # make-up is only ever toned down: where the target's zone stands out more than the source's (its own lipstick,
     # a strand of hair across a lid) the source's colour stays
     shift = np.clip(np.where(np.abs(theirs) < np.abs(own), theirs, own) - own, -SHIFT_LIMIT, SHIFT_LIMIT)
     shift[..., 0] = 0.0  # colour only: toning the lids' lightness too cost 3.6 points of identity (eye sockets)
-    toned = np.clip(face_lab + shift * weight[..., None] + 0.5, 0, 255).astype(np.uint8)
+    toned = np.clip(face_lab + shift * (weight * share)[..., None] + 0.5, 0, 255).astype(np.uint8)
     out = face.copy()
     out[sub] = cv2.cvtColor(toned, cv2.COLOR_Lab2RGB)
     return out

@@ -81,8 +81,9 @@ class FusionOptions(Options):
         "target's light fitted on the 3-D face and applied to the source's shape (keeps the source's nose and "
         "cheekbone shading, fewer streaks on side-lit photos, more blotches; mesh engine)")
     makeup: Literal["target", "source"] = option(
-        "target", "Make-up", "target: the source's lipstick and eye shadow toned to the target's own lips and eyelids "
-        "(make-up is colour, not identity); source: the source's make-up is kept (a make-up try-on)")
+        "target", "Make-up", "target: the source's lipstick and eye shadow toned to the target's own lips and eyelids, "
+        "and its brows' hue to the target's brows (make-up and a coloured light are colour, not identity); source: "
+        "the source's make-up and brow colour are kept (a make-up try-on)")
     segmentation: Literal["auto", "off"] = option(
         "auto", "Keep what covers the face", "auto: the trained segmenter keeps the target's glasses, fringe and "
         "hands on top and the source's hair out, when the licence setting allows it (else the classic masks, with "

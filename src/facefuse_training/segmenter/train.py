@@ -20,7 +20,7 @@ from ..common.loop import LoopSpec, train_loop
 from ..common.seeding import limit_threads, seed_everything
 from .data import batch_at
 from .labels import IGNORE, SIZE, LabelSet
-from .model import NUM_CLASSES, FaceSegmenter
+from .model import NUM_CLASSES, FaceSegmenter, from_onnx
 
 PARITY_TOLERANCE = 1e-4
 
@@ -43,8 +43,11 @@ class TrainConfig:
     checkpoint_every_s: float = 120.0
     progress: bool = True
     stop_at: int | None = None  # end this call at that step, as an interruption would (resume tests)
+    init: Path | None = None  # an exported ONNX model to continue training (a fine-tune; its batch norm folded)
 
     def model(self) -> FaceSegmenter:
+        if self.init is not None:
+            return from_onnx(self.init, self.widths, self.full)
         return FaceSegmenter(self.widths, self.full)
 
     @property
