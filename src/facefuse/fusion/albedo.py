@@ -7,8 +7,8 @@ cross pairs, 75.0 % against 78.6 %); only their broad colour — what lipstick a
 taken from the target's own lips and eyelids, which the engine has already warped onto the same geometry. ``FusionOptions.makeup = "source"`` keeps the source's make-up (a
 make-up try-on wants exactly that).
 
-The brows get the same colour-only toning, on their own: their shape and darkness are identity, but their hue is
-often the source's light, not the person (jay_chou's studio portrait under a violet light gave yang_mi blue-purple
+The brows get the same colour-only toning, on their own and only where they are redder than their skin (natural hair
+never is): their shape, darkness and natural colour are identity, but a cast is the source's light, not the person (jay_chou's studio portrait under a violet light gave yang_mi blue-purple
 brows, a* +16 / b* −9 after the colour match: the skin-fitted match moves skin, not the cast on dark hair).
 """
 
@@ -25,6 +25,7 @@ MAKEUP_SIGMA_FRACTION = 0.03  # of the face width: colour broader than this is m
 LIP_GROWTH = 0.015  # of the face width
 LOCAL_SKIN_FRACTION = 0.08  # of the face width: the skin a zone's colour is measured against
 SHIFT_LIMIT = 40.0  # 8-bit Lab levels: the most toning may move a pixel's colour
+CAST_RED = 4.0  # Lab a* levels above the skin's from which brows are toned in full (see ``tone_zone``)
 
 
 ZONE_POINTS = np.concatenate([LIPS_OUTER, RIGHT_EYE, RIGHT_BROW, LEFT_EYE, LEFT_BROW])
@@ -127,6 +128,11 @@ def tone_zone(face: np.ndarray, target: np.ndarray, points: np.ndarray, skin: np
     # a strand of hair across a lid) the source's colour stays
     shift = np.clip(np.where(np.abs(theirs) < np.abs(own), theirs, own) - own, -SHIFT_LIMIT, SHIFT_LIMIT)
     shift[..., 0] = 0.0  # colour only: toning the lids' lightness too cost 3.6 points of identity (eye sockets)
+    if hairs:
+        # hair is less red than the skin it grows from (Obama's brows: a* −12, b* −19 against his skin): brows
+        # redder than their skin (jay_chou's under a violet light: a* +10.7, b* −19) wear the light's cast, and only
+        # those are toned; toning natural brows too cost 0.018 of MobileFaceNet cosine to the source (obama → biden)
+        shift *= np.clip(own[..., 1:2] / CAST_RED, 0.0, 1.0)
     toned = np.clip(face_lab + shift * (weight * share)[..., None] + 0.5, 0, 255).astype(np.uint8)
     out = face.copy()
     out[sub] = cv2.cvtColor(toned, cv2.COLOR_Lab2RGB)

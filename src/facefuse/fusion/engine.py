@@ -82,7 +82,7 @@ class FusionOptions(Options):
         "cheekbone shading, fewer streaks on side-lit photos, more blotches; mesh engine)")
     makeup: Literal["target", "source"] = option(
         "target", "Make-up", "target: the source's lipstick and eye shadow toned to the target's own lips and eyelids, "
-        "and its brows' hue to the target's brows (make-up and a coloured light are colour, not identity); source: "
+        "and a coloured light's cast on its brows to the target's brows (make-up and light are colour, not identity); source: "
         "the source's make-up and brow colour are kept (a make-up try-on)")
     segmentation: Literal["auto", "off"] = option(
         "auto", "Keep what covers the face", "auto: the trained segmenter keeps the target's glasses, fringe and "
