@@ -183,9 +183,12 @@ def fused_face(fuser: Fuser, source: np.ndarray, target, options: FusionOptions)
 
 
 def poor_sources(fusers: dict[str, Fuser], judge: IdentityJudge, people, rng: np.random.Generator,
-                 degrade: bool, targets: int = 2) -> dict:
+                 degrade: bool, targets: int = 2, modes: dict[str, str] | None = None) -> dict:
     """Each person's photo (degraded when ``degrade``) fused onto the next ``targets`` people's photos, per mode:
-    cosine to a different sharp photo of the source person, fused-face sharpness, how often it was restored."""
+    cosine to a different sharp photo of the source person, fused-face sharpness, how often it was restored.
+    ``fusers`` is keyed by the ``restore`` option, or by a label that ``modes`` maps to it (two models, both "on");
+    the label "off" is the reference every Δ is taken against."""
+    modes = modes or {}
     any_fuser = next(iter(fusers.values()))
     analyses = {name: any_fuser.analyze(photo) for name, photo, _ in people}
     refs = {}
@@ -208,7 +211,8 @@ def poor_sources(fusers: dict[str, Fuser], judge: IdentityJudge, people, rng: np
         for k in range(1, targets + 1):
             target = analyses[people[(i + k) % len(people)][0]]
             t_face = max(target.faces, key=lambda f: f.area)
-            results = {mode: fused_face(f, source, target, FusionOptions(restore=mode, visible_label=False))
+            results = {mode: fused_face(f, source, target, FusionOptions(restore=modes.get(mode, mode),
+                                                                         visible_label=False))
                        for mode, f in fusers.items()}
             if any(r is None for r in results.values()):
                 skipped += 1

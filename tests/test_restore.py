@@ -12,7 +12,7 @@ import pytest
 from facefuse.fusion.engine import FusionOptions
 from facefuse.pipeline import Fuser, FuserConfig
 from facefuse.fusion.enhance import EnhanceConfig, enhance_fused, skin_sharpness, skin_zone
-from facefuse.fusion.restorer import RESTORER, RestoreConfig, Restorer, blockiness, face_region
+from facefuse.fusion.restorer import RESTORER, RestoreConfig, Restorer, blockiness, face_region, needs_restore
 from facefuse.tiling import run_tiled, seam_score, tile_starts
 
 
@@ -118,6 +118,17 @@ def test_licence_switch_skips_the_restorer_with_a_warning(store_config, degraded
 def test_compression_shows_in_blockiness(obama):
     grey = cv2.cvtColor(obama, cv2.COLOR_RGB2GRAY)
     assert blockiness(cv2.cvtColor(_jpeg(obama, 15), cv2.COLOR_RGB2GRAY)) > 1.35 > blockiness(grey)
+
+
+def test_auto_counts_block_edges_only_on_faces_small_enough_to_need_it(fuser, obama):
+    """A large, sharp face saved at JPEG 15 has block edges, but they are finer than its features: restoring it at
+    full resolution only smoothed the skin (a good source's identity fell, BENCHMARKS.md), so auto leaves it."""
+    photo = fuser.analyze(_jpeg(obama, 15))
+    face = max(photo.faces, key=lambda f: f.area)
+    assert min(face.box[2:]) >= RestoreConfig().compressed_below_px
+    assert needs_restore(photo.image, face, RestoreConfig()) == []
+    reasons = needs_restore(photo.image, face, RestoreConfig(compressed_below_px=10_000))
+    assert any(r.startswith("compressed") for r in reasons)
 
 
 @pytest.mark.parametrize("length, tile, overlap", [(100, 256, 32), (256, 256, 32), (300, 256, 32), (1000, 256, 32)])

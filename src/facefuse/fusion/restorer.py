@@ -45,6 +45,10 @@ class RestoreConfig(Options):
                                    scope=Scope.OPERATOR, ge=0)
     blocky_above: float = option(1.35, "Blocky above", "auto restores a face whose JPEG 8×8 block-edge ratio is "
                                  "above this (1.0: no block structure)", scope=Scope.OPERATOR, ge=0)
+    compressed_below_px: float = option(192.0, "Compressed below", "auto counts JPEG block edges as a reason only "
+                                        "on a face smaller than this (px): on a larger face the 8 px blocks are "
+                                        "finer than its features and restoring it only smooths its skin",
+                                        scope=Scope.OPERATOR, ge=0)
     work_face_px: float = option(100.0, "Work size", "a source face is scaled up to about this size (px, the "
                                  "training scale) before restoring", scope=Scope.OPERATOR, gt=0)
     max_upscale: float = option(4.0, "Most upscale", "the most a source face is scaled up", scope=Scope.OPERATOR,
@@ -96,6 +100,8 @@ def needs_restore(image: np.ndarray, face: Face, config: RestoreConfig) -> list[
     side = float(min(face.box[2], face.box[3]))
     if side < config.small_below_px:
         reasons.append(f"low resolution ({side:.0f} px < {config.small_below_px:.0f} px)")
+    if side >= config.compressed_below_px:
+        return reasons
     x0, y0, x1, y1 = face_region(image, face, 0.0)
     grey = cv2.cvtColor(image[y0:y1, x0:x1], cv2.COLOR_RGB2GRAY)
     # snap to the JPEG grid of the whole image

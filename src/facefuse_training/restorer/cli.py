@@ -24,6 +24,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--teacher-steps", type=int, default=defaults.teacher_steps,
                         help="the teacher's cosine schedule length (a resumed run may change it: the schedule follows)")
     parser.add_argument("--lr", type=float, default=defaults.teacher_lr, help="peak learning rate of the teacher")
+    parser.add_argument("--teacher-init", type=Path, default=None,
+                        help="start the teacher from this whole-model .pt (a continuation on a fresh schedule; "
+                             "use another --seed so it draws new batches)")
+    parser.add_argument("--adversarial-weight", type=float, default=defaults.adversarial_weight,
+                        help="> 0: add a patch discriminator's LSGAN term (trained here) to the teacher's loss")
     parser.add_argument("--prune-ratio", type=float, default=defaults.prune_ratio)
     parser.add_argument("--prune-iterations", type=int, default=defaults.prune_iterations)
     parser.add_argument("--finetune-steps", type=int, default=defaults.finetune_steps)
@@ -32,17 +37,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=1, help="PyTorch threads (1 is fastest on a busy machine)")
     parser.add_argument("--grad-checkpoint", action="store_true",
                         help="recompute activations in the backward pass: less memory, more time")
+    parser.add_argument("--checkpoint-every-s", type=float, default=defaults.checkpoint_every_s,
+                        help="seconds between resumable checkpoints")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (logs still written)")
 
 
 def config_from(args: argparse.Namespace) -> RestorerConfig:
     config = RestorerConfig(out=args.out, data_root=args.data, seed=args.seed, batch=args.batch,
                             teacher=UNetConfig(base=args.base), teacher_steps=args.teacher_steps,
-                            teacher_lr=args.lr,
+                            teacher_lr=args.lr, teacher_init=args.teacher_init,
+                            adversarial_weight=args.adversarial_weight,
                             prune_ratio=args.prune_ratio, prune_iterations=args.prune_iterations,
                             finetune_steps=args.finetune_steps, distil_steps=args.distil_steps,
                             threads=args.threads, grad_checkpoint=args.grad_checkpoint,
-                            progress=not args.no_progress)
+                            checkpoint_every_s=args.checkpoint_every_s, progress=not args.no_progress)
     return replace(config.quick(), grad_checkpoint=args.grad_checkpoint, progress=config.progress) \
         if args.quick else config
 

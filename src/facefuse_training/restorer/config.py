@@ -21,6 +21,9 @@ class RestorerConfig:
     teacher_steps: int = 1500
     lr: float = 1e-3                    # pruning fine-tune and distillation run at lr / 2
     teacher_lr: float = 2e-3            # 150-step A/B on 96 hold-out faces: +0.32 dB over bicubic vs +0.28 at 1e-3
+    teacher_init: Path | None = None    # start the teacher from these weights (a whole-model .pt) on a fresh schedule
+    adversarial_weight: float = 0.0     # > 0: add the patch discriminator's LSGAN term to the teacher's loss
+    disc_lr: float = 2e-4
     prune_ratio: float = 0.5            # fraction of channels removed from every prunable group, overall
     prune_iterations: int = 2           # pruning steps, with fine-tuning after each
     prune_round_to: int = 8             # channel counts kept multiples of this: INT8/FP32 kernels work in blocks of 8

@@ -10,6 +10,7 @@ import torch
 from ..common.data import list_utkface, load_rgb
 from ..common.loop import LoopSpec, train_loop
 from ..common.seeding import seed_everything
+from .adversarial import PatchDiscriminator, adversarial_step
 from .config import RestorerConfig
 from .data import PatchSampler
 from .losses import restoration_loss
@@ -46,14 +47,29 @@ def train_teacher(config: RestorerConfig, images: np.ndarray) -> Path:
         return final
     seed_everything(config.seed)
     model = UNet(config.teacher)
+    if config.teacher_init is not None:  # a continuation: the weights of an earlier teacher, a new lr schedule
+        model.load_state_dict(torch.load(config.teacher_init, map_location="cpu", weights_only=False).state_dict())
     model.grad_checkpoint = config.grad_checkpoint
     draw = sampler(config, images, stream=1)
+    modules: dict[str, torch.nn.Module] = {"model": model}
+    adversarial = None
+    if config.adversarial_weight > 0:
+        disc = PatchDiscriminator()
+        modules["disc"] = disc  # checkpointed with the model (its optimizer's moments restart on a resume)
+        adversarial = adversarial_step(disc, torch.optim.AdamW(disc.parameters(), lr=config.disc_lr,
+                                                               betas=(0.5, 0.999)))
 
     def loss_at(step: int) -> tuple[torch.Tensor, dict]:
         lq, gt = draw(step)
-        return restoration_loss(model(lq), gt)
+        pred = model(lq)
+        loss, parts = restoration_loss(pred, gt)
+        if adversarial is not None:
+            g_adv, d_loss = adversarial(pred, gt)
+            loss = loss + config.adversarial_weight * g_adv
+            parts |= {"g_adv": float(g_adv.detach()), "d_loss": d_loss}
+        return loss, parts
 
-    train_loop({"model": model}, model.parameters(), loss_at, loop_spec(config, "teacher", config.teacher_steps, lr=config.teacher_lr))
+    train_loop(modules, model.parameters(), loss_at, loop_spec(config, "teacher", config.teacher_steps, lr=config.teacher_lr))
     model.grad_checkpoint = False
     torch.save(model, final)
     return final
