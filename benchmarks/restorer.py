@@ -297,14 +297,11 @@ def face_128(fuser: Fuser) -> tuple[np.ndarray, object]:
     return scaled.image, max(scaled.faces, key=lambda f: f.area)
 
 
-def contact_sheets(fuser: Fuser, restorer: Restorer, teacher, pairs, outputs, gain: list[float],
-                   folder: Path) -> list[Path]:
-    """Two PNGs: the student on the largest face of each faces/hard/poor photo as the pipeline applies it to a
-    source (the region bicubic-upscaled | restored) and the 8 hold-out faces where the student gains least over
-    bicubic, then 8 at random (degraded | bicubic | teacher | student | INT8 | truth)."""
+def poor_photo_rows(fuser: Fuser, restorers: list[Restorer]) -> list[np.ndarray]:
+    """One contact-sheet row per faces/hard/poor photo: its largest face's region bicubic-upscaled, then as each of
+    ``restorers`` restores it as a source (192 px high tiles)."""
     import testdata  # tests/testdata.py, on the path through benchmarks/common.py
 
-    folder.mkdir(parents=True, exist_ok=True)
     poor = sorted((testdata.default_mirror() or FACES.parent).joinpath("faces", "hard", "poor").glob("*.*"))
     rows = []
     for path in poor:
@@ -315,10 +312,21 @@ def contact_sheets(fuser: Fuser, restorer: Restorer, teacher, pairs, outputs, ga
         if not analysis.faces:
             continue
         face = max(analysis.faces, key=lambda f: f.area)
-        crop, _ = restorer.restore_source(analysis.image, face)
-        x0, y0, x1, y1 = face_region(analysis.image, face, restorer.config.margin)
-        plain = cv2.resize(analysis.image[y0:y1, x0:x1], crop.shape[1::-1], interpolation=cv2.INTER_CUBIC)
-        rows.append(cv2.resize(np.concatenate([plain, crop], axis=1), (384, 192), interpolation=cv2.INTER_AREA))
+        crops = [r.restore_source(analysis.image, face)[0] for r in restorers]
+        x0, y0, x1, y1 = face_region(analysis.image, face, restorers[0].config.margin)
+        plain = cv2.resize(analysis.image[y0:y1, x0:x1], crops[0].shape[1::-1], interpolation=cv2.INTER_CUBIC)
+        rows.append(cv2.resize(np.concatenate([plain, *crops], axis=1), (192 * (1 + len(crops)), 192),
+                               interpolation=cv2.INTER_AREA))
+    return rows
+
+
+def contact_sheets(fuser: Fuser, restorer: Restorer, teacher, pairs, outputs, gain: list[float],
+                   folder: Path) -> list[Path]:
+    """Two PNGs: the student on the largest face of each faces/hard/poor photo as the pipeline applies it to a
+    source (the region bicubic-upscaled | restored) and the 8 hold-out faces where the student gains least over
+    bicubic, then 8 at random (degraded | bicubic | teacher | student | INT8 | truth)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = poor_photo_rows(fuser, [restorer])
     written = []
     if rows:
         written.append(folder / "hard_poor.png")

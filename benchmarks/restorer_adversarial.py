@@ -22,13 +22,12 @@ import cv2
 import numpy as np
 import torch
 
-from common import ARTIFACTS, FACES, machine, median, write_section
+from common import ARTIFACTS, machine, median, write_section
 from quality import identity_sets
-from restorer import ONE_THREAD, poor_sources
+from restorer import ONE_THREAD, poor_photo_rows, poor_sources
 
 from facefuse.config import StoreConfig
-from facefuse.errors import FacefuseError
-from facefuse.fusion.restorer import RestoreConfig, Restorer, face_region
+from facefuse.fusion.restorer import RestoreConfig, Restorer
 from facefuse.pipeline import Fuser, FuserConfig
 from facefuse_eval.fusion import IdentityJudge
 
@@ -61,23 +60,7 @@ def export(model: torch.nn.Module, path: Path) -> Path:
 
 
 def sheet(fuser: Fuser, restorers: dict[str, Restorer], path: Path) -> Path:
-    import testdata  # tests/testdata.py, on the path through benchmarks/common.py
-
-    poor = sorted((testdata.default_mirror() or FACES.parent).joinpath("faces", "hard", "poor").glob("*.*"))
-    rows = []
-    for file in poor:
-        try:
-            analysis = fuser.analyze(file)
-        except FacefuseError:
-            continue
-        if not analysis.faces:
-            continue
-        face = max(analysis.faces, key=lambda f: f.area)
-        crops = [r.restore_source(analysis.image, face)[0] for r in restorers.values()]
-        x0, y0, x1, y1 = face_region(analysis.image, face, RestoreConfig().margin)
-        plain = cv2.resize(analysis.image[y0:y1, x0:x1], crops[0].shape[1::-1], interpolation=cv2.INTER_CUBIC)
-        row = np.concatenate([plain, *crops], axis=1)
-        rows.append(cv2.resize(row, (192 * (1 + len(crops)), 192), interpolation=cv2.INTER_AREA))
+    rows = poor_photo_rows(fuser, list(restorers.values()))
     path.parent.mkdir(parents=True, exist_ok=True)
     cv2.imwrite(str(path), np.concatenate(rows, axis=0)[:, :, ::-1])
     return path
