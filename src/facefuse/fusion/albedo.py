@@ -113,7 +113,6 @@ def tone_zone(face: np.ndarray, target: np.ndarray, points: np.ndarray, skin: np
     weight = zones[sub]
     width = float(np.ptp(points[FACE_OVAL, 0]))
     face_lab = cv2.cvtColor(face[sub], cv2.COLOR_RGB2Lab).astype(np.float32)
-    target_lab = cv2.cvtColor(target[sub], cv2.COLOR_RGB2Lab).astype(np.float32)
     inside = (weight > 0.5).astype(np.float32)
     around = skin[sub].astype(np.float32)
 
@@ -123,16 +122,21 @@ def tone_zone(face: np.ndarray, target: np.ndarray, points: np.ndarray, skin: np
         share = _hair_share(lab, skin_lab, inside) if hairs else 1.0
         return skin_shading(lab, inside * share, MAKEUP_SIGMA_FRACTION * width, robust=False) - skin_lab, share
 
-    (own, share), (theirs, _) = makeup(face_lab), makeup(target_lab)
-    # make-up is only ever toned down: where the target's zone stands out more than the source's (its own lipstick,
-    # a strand of hair across a lid) the source's colour stays
-    shift = np.clip(np.where(np.abs(theirs) < np.abs(own), theirs, own) - own, -SHIFT_LIMIT, SHIFT_LIMIT)
-    shift[..., 0] = 0.0  # colour only: toning the lids' lightness too cost 3.6 points of identity (eye sockets)
+    own, share = makeup(face_lab)
+    cast: np.ndarray | float = 1.0
     if hairs:
         # hair is less red than the skin it grows from (Obama's brows: a* −12, b* −19 against his skin): brows
         # redder than their skin (jay_chou's under a violet light: a* +10.7, b* −19) wear the light's cast, and only
         # those are toned; toning natural brows too cost 0.018 of MobileFaceNet cosine to the source (obama → biden)
-        shift *= np.clip(own[..., 1:2] / CAST_RED, 0.0, 1.0)
+        cast = np.clip(own[..., 1:2] / CAST_RED, 0.0, 1.0)
+        if not np.any(cast[..., 0] * weight * share > 0):
+            return face  # natural brows (the common case): nothing to tone, and no Lab round trip of their pixels
+    theirs, _ = makeup(cv2.cvtColor(target[sub], cv2.COLOR_RGB2Lab).astype(np.float32))
+    # make-up is only ever toned down: where the target's zone stands out more than the source's (its own lipstick,
+    # a strand of hair across a lid) the source's colour stays
+    shift = np.clip(np.where(np.abs(theirs) < np.abs(own), theirs, own) - own, -SHIFT_LIMIT, SHIFT_LIMIT)
+    shift[..., 0] = 0.0  # colour only: toning the lids' lightness too cost 3.6 points of identity (eye sockets)
+    shift *= cast
     toned = np.clip(face_lab + shift * (weight * share)[..., None] + 0.5, 0, 255).astype(np.uint8)
     out = face.copy()
     out[sub] = cv2.cvtColor(toned, cv2.COLOR_Lab2RGB)
