@@ -54,12 +54,14 @@ def browser_cpu_s(server_pid: int) -> float:
     return sum(cpu_s(pid) for pid in descendants(os.getpid()) - {server_pid} - descendants(server_pid))
 
 
-def open_live_page(camera, url: str, in_flight: int = 1):
+def open_live_page(camera, url: str, in_flight: int | None = None):
+    """The page with its live session started and warm; ``in_flight`` overrides the page's default."""
     context = camera.new_context(viewport={"width": 1280, "height": 900}, permissions=["camera"])
     page = context.new_page()
     page.set_default_timeout(120_000)
     page.goto(url + "/")
-    page.evaluate("n => { window.facefuseLive.inFlight = n; }", in_flight)
+    if in_flight is not None:
+        page.evaluate("n => { window.facefuseLive.inFlight = n; }", in_flight)
     page.set_input_files("#source-file", str(SOURCE))
     page.locator("#live-start").click()
     page.wait_for_function("() => window.facefuseLive.shown >= 5")  # prepared, warm
@@ -149,6 +151,7 @@ def main() -> None:
             with chromium_browser() as browser, camera_browser(browser, y4m) as camera:
                 memory = {"ready": rss_mb(server.process.pid)}  # the server's RSS (MB) between the phases
                 context, page = open_live_page(camera, server.url)
+                default_in_flight = page.evaluate("() => window.facefuseLive.inFlight")
                 single, wall, cpu_server, cpu_browser, _ = measure([page], args.seconds, server.process.pid)
                 memory["after 1 client"] = rss_mb(server.process.pid)
                 context.close()
@@ -177,7 +180,7 @@ def main() -> None:
             server.stop()
     load_after = os.getloadavg()
     write_section("live", report(host, single[0], wall, cpu_server, cpu_browser, crowd, crowd_wall, crowd_cpu_server,
-                                 crowd_cpu_browser, rss, memory, load_before, load_after) + comparison(compare)
+                                 crowd_cpu_browser, rss, memory, load_before, load_after, default_in_flight) + comparison(compare)
                   + f"""
 Sessions opened and closed one after another (rounds of 1, 3, 1, 3… sessions at once, 30 frames each, Python
 clients), server RSS after each round: {', '.join(f'{n}: {mb:.0f} MB' for n, mb in churn)}.
@@ -208,7 +211,7 @@ Frames in flight per page (the page sends a camera frame only while fewer are un
 
 def report(host: str, one: dict, wall: float, cpu_server: float, cpu_browser: float, crowd: list[dict], crowd_wall: float,
            crowd_cpu_server: float, crowd_cpu_browser: float, rss: list[float], memory: dict[str, float], load_before,
-           load_after) -> str:
+           load_after, in_flight: int) -> str:
     fps = one["shown"] / wall
     server_p95, latency_p95 = percentile(one["server"], 95), percentile(one["latency"], 95)
     crowd_latency = [ms for w in crowd for ms in w["latency"]]
@@ -226,7 +229,7 @@ def report(host: str, one: dict, wall: float, cpu_server: float, cpu_browser: fl
 Playwright) with a fake camera playing {CLIP_SECONDS:g} s of `short_hamilton_clip.mp4` from {CLIP_START_S:g} s (one
 singer, stage light) stretched to 640×480, in a loop; source `obama.jpg`, mesh engine, the live defaults (render crop
 256 px, detection every 15 frames, tracking between, no occlusion masks, visible mark on every frame); WebSocket
-`/v1/live` on loopback, JPEG both ways, at most 1 frame in flight per page (the page's default, see below). Server time: frame taken from the
+`/v1/live` on loopback, JPEG both ways, at most {in_flight} frame{'s' if in_flight > 1 else ''} in flight per page (the page's default, see below). Server time: frame taken from the
 newest-frame slot → fused JPEG sent; capture-to-display: the page draws the camera frame → the fused frame is drawn.
 
 | phase | wall s | frames shown (fused) | frames/s shown | server ms p50 / p95 | capture-to-display ms p50 / p95 | dropped by server / skipped by page | CPU s: server / browser | server CPU ms per frame |
