@@ -17,7 +17,7 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
-from video_clips import audio_packets, blank, read_video, story, write_clip
+from video_clips import audio_packets, blank, load, read_video, story, write_clip
 
 from facefuse.errors import ErrorCode, FacefuseError
 from facefuse.fusion.engine import FusionOptions
@@ -222,6 +222,23 @@ def test_cli_progress_bar_has_one_total_and_one_rate(source, tmp_path, store_con
         assert len(re.findall(r"frame/s|s/frame", line)) == 1 and "fps" not in line, line
         rate = re.search(r"([\d.]+)frame/s", line)
         assert rate is None or float(rate.group(1)) < 1000, line  # no rate measured over no time at all
+
+
+def test_a_detection_round_confirms_followed_faces_by_box_and_gives_landmarks_to_new_ones(fuser, faces_dir):
+    """The tracker's detection rounds skip FaceMesh for faces it already follows: the boxes it matches by are the
+    analysis' own, a new face gets the analysis' own landmarks, and a followed face is never started twice."""
+    frame = load(faces_dir / "face_recognition" / "knn_examples" / "test" / "obama_and_biden.jpg")
+    analysed = fuser.analyzer.find(frame)
+    detected = fuser.analyzer.detect(frame)
+    boxes = sorted((fuser.analyzer.box(detected.view, d) for d in detected.detections), key=lambda b: b[0])
+    assert len(analysed) == 2 and np.allclose(boxes, [f.box for f in analysed])
+    tracker = FaceTracker(fuser.analyzer, VideoOptions(every_n=1, smoothing=False), fuser.gate, False, "all")
+    first = tracker.step(frame, 0.0)
+    assert [f.track_id for f in first] == [0, 1]
+    assert all(np.array_equal(f.face.landmarks, a.landmarks) for f, a in zip(first, analysed))
+    for i in range(1, 4):  # followed by FaceMesh, confirmed by every detection round
+        assert sorted(f.track_id for f in tracker.step(frame, i / 30)) == [0, 1]
+    assert tracker.detections == 4 and len(tracker.tracks) == 2
 
 
 def test_tracking_keeps_the_id_through_a_short_occlusion(fuser, faces_dir):

@@ -221,13 +221,19 @@ class FaceAnalyzer:
         return faces
 
     @staticmethod
-    def _face(view: View, det: Detection, mesh: np.ndarray) -> Face:
-        pose = head_pose(mesh)  # in the upright view, so roll is the tilt of the head, not of the file
+    def box(view: View, det: Detection) -> np.ndarray:
+        """The detection's box as (x, y, w, h) in the original photo: what a tracker matching its followed faces
+        needs from a detection pass, without the landmarks of faces it already follows."""
         corners = view.to_original(np.array([[det.box[0], det.box[1]], [det.box[2], det.box[3]]]))
         lo, hi = corners.min(0), corners.max(0)
+        return np.array([lo[0], lo[1], hi[0] - lo[0], hi[1] - lo[1]])
+
+    @classmethod
+    def _face(cls, view: View, det: Detection, mesh: np.ndarray) -> Face:
+        pose = head_pose(mesh)  # in the upright view, so roll is the tilt of the head, not of the file
         landmarks = view.to_original(mesh)
         return Face(
-            box=np.array([lo[0], lo[1], hi[0] - lo[0], hi[1] - lo[1]]),
+            box=cls.box(view, det),
             score=det.score,
             keypoints=five_points(landmarks),
             landmarks=landmarks,

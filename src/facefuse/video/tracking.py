@@ -13,7 +13,7 @@ alike to it, and a tiny face in a wide shot says little), the choice is made aga
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import cv2
 import numpy as np
@@ -245,11 +245,15 @@ class FaceTracker:
                 track.mesh, track.shot = mesh, self.scene_cuts
 
     def _detect(self, image: np.ndarray) -> None:
+        """A detector pass: its boxes confirm the followed faces; only the faces it finds that no track follows get
+        landmarks (a FaceMesh run or two each), so a detection round over a followed face costs the detector alone."""
         self.detections += 1
-        faces = [f for f in self.analyzer.find(image)
-                 if f.landmarks is not None and f.score >= self.gate.quality.min_score]
+        detected = self.analyzer.detect(image)
+        # left to right, as the analysis orders faces everywhere
+        found = sorted(((self.analyzer.box(detected.view, d), d) for d in detected.detections
+                        if d.score >= self.gate.quality.min_score), key=lambda f: f[0][0] + f[0][2] / 2)
         active = [t for t in self.tracks if t.active]
-        pairs = sorted(((iou(f.box, mesh_box(t.mesh)), i, t.id) for i, f in enumerate(faces) for t in active),
+        pairs = sorted(((iou(box, mesh_box(t.mesh)), i, t.id) for i, (box, _) in enumerate(found) for t in active),
                        reverse=True)
         matched_faces: set[int] = set()
         matched_tracks: set[int] = set()
@@ -265,9 +269,12 @@ class FaceTracker:
             if track.id not in matched_tracks:
                 track.unconfirmed += 1
                 track.active = track.unconfirmed < MISSED_DETECTIONS
-        for i, face in enumerate(faces):
-            if i not in matched_faces:
-                self._start(image, face)
+        unmatched = [d for i, (_, d) in enumerate(found) if i not in matched_faces]
+        if unmatched:
+            for face in self.analyzer.landmarks([replace(detected, detections=unmatched)])[1][0]:
+                # (a photo found turned is looked at again upright, which may bring back a followed face)
+                if all(iou(face.box, mesh_box(t.mesh)) < IOU_MATCH for t in self.tracks if t.active):
+                    self._start(image, face)
         lost = [t for t in self.tracks if not t.active]
         self.tracks = [t for t in self.tracks if t.active] + lost[-LOST_MEMORY:]
 
