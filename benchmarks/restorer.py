@@ -43,7 +43,7 @@ from facefuse.analysis.quality import sharpness
 from facefuse.config import AnalysisConfig, RuntimeConfig, StoreConfig
 from facefuse.errors import FacefuseError
 from facefuse.fusion.engine import FusionOptions
-from facefuse.fusion.enhance import enhance_fused
+from facefuse.fusion.enhance import enhance_fused, skin_sharpness, skin_zone
 from facefuse.optimize.workflow import OptimizeRequest, optimize_model
 from facefuse.pipeline import Fuser, FuserConfig
 from facefuse.fusion.restorer import RESTORER, RestoreConfig, Restorer, face_region
@@ -183,11 +183,13 @@ def fused_face(fuser: Fuser, source: np.ndarray, target, options: FusionOptions)
 
 
 def poor_sources(fusers: dict[str, Fuser], judge: IdentityJudge, people, rng: np.random.Generator,
-                 degrade: bool, targets: int = 2, modes: dict[str, str] | None = None) -> dict:
-    """Each person's photo (degraded when ``degrade``) fused onto the next ``targets`` people's photos, per mode:
-    cosine to a different sharp photo of the source person, fused-face sharpness, how often it was restored.
-    ``fusers`` is keyed by the ``restore`` option, or by a label that ``modes`` maps to it (two models, both "on");
-    the label "off" is the reference every Δ is taken against."""
+                 degrade: bool, targets: int = 2, modes: dict[str, dict] | None = None, jpeg: bool = True) -> dict:
+    """Each person's photo (degraded when ``degrade``: made small, then JPEG unless not ``jpeg``) fused onto the
+    next ``targets`` people's photos, per mode: cosine to a different sharp photo of the source person, fused-face
+    sharpness (the gate's, whole face at 112 px) and bare-skin sharpness ÷ the target photo's (the enhancer's
+    measure), blotch share, how often it was restored. ``fusers`` is keyed by the ``restore`` option, or by a label
+    that ``modes`` maps to fusion options (two models, both "on"; restore + enhance); the label "off" is the
+    reference every Δ is taken against."""
     modes = modes or {}
     any_fuser = next(iter(fusers.values()))
     analyses = {name: any_fuser.analyze(photo) for name, photo, _ in people}
@@ -195,7 +197,8 @@ def poor_sources(fusers: dict[str, Fuser], judge: IdentityJudge, people, rng: np
     for name, _, reference in people:
         ref = any_fuser.analyze(reference)
         refs[name] = judge.embed(ref.image, max(ref.faces, key=lambda f: f.area))
-    rows: dict[str, dict[str, list]] = {mode: {"cos": [], "sharp": [], "restored": []} for mode in fusers}
+    rows: dict[str, dict[str, list]] = {mode: {"cos": [], "sharp": [], "skin": [], "blotch": [], "restored": []}
+                                        for mode in fusers}
     target_sharp: list[float] = []  # the photo each face was fused into: the detail step matches its fine detail
     skipped = 0
     sizes = []
@@ -204,23 +207,27 @@ def poor_sources(fusers: dict[str, Fuser], judge: IdentityJudge, people, rng: np
         face = max(clean.faces, key=lambda f: f.area)
         if degrade:
             face_px, quality = float(rng.uniform(40, 64)), int(rng.integers(30, 41))
-            source = poor_photo(clean.image, float(face.box[2]), face_px, quality)
+            source = poor_photo(clean.image, float(face.box[2]), face_px, quality if jpeg else None)
             sizes.append(face_px)
         else:
             source = clean.image
         for k in range(1, targets + 1):
             target = analyses[people[(i + k) % len(people)][0]]
             t_face = max(target.faces, key=lambda f: f.area)
-            results = {mode: fused_face(f, source, target, FusionOptions(restore=modes.get(mode, mode),
+            results = {mode: fused_face(f, source, target, FusionOptions(**modes.get(mode, {"restore": mode}),
                                                                          visible_label=False))
                        for mode, f in fusers.items()}
             if any(r is None for r in results.values()):
                 skipped += 1
                 continue
             target_sharp.append(sharpness(target.image, t_face.keypoints))
+            zone = skin_zone(t_face, target.image.shape)
+            target_skin = max(skin_sharpness(target.image, zone), 1e-9)
             for mode, (image, warnings) in results.items():
                 rows[mode]["cos"].append(float(judge.embed(image, t_face) @ refs[s_name]))
                 rows[mode]["sharp"].append(sharpness(image, t_face.keypoints))
+                rows[mode]["skin"].append(skin_sharpness(image, zone) / target_skin)
+                rows[mode]["blotch"].append(100 * lighting_error(image, target.image, t_face).blotch_share)
                 rows[mode]["restored"].append(any(w.startswith("restored the source") for w in warnings))
     off = rows["off"]
     out = {"pairs": len(off["cos"]), "skipped": skipped, "face_px": (min(sizes), max(sizes)) if sizes else None}
@@ -230,7 +237,10 @@ def poor_sources(fusers: dict[str, Fuser], judge: IdentityJudge, people, rng: np
                      "delta_cos": float(np.mean(np.subtract(r["cos"], off["cos"]))),
                      "worst_delta_cos": float(np.min(np.subtract(r["cos"], off["cos"]))),
                      "sharp_ratio": median(list(np.divide(r["sharp"], off["sharp"]))),
-                     "sharp_vs_target": median(list(np.divide(r["sharp"], target_sharp)))}
+                     "sharp_vs_target": median(list(np.divide(r["sharp"], target_sharp))),
+                     "skin_vs_target": median(r["skin"]), "blotch": median(r["blotch"]),
+                     "worst_blotch_change": float(np.max(np.subtract(r["blotch"], off["blotch"]))),
+                     "sharp_each": r["sharp"], "cos_each": r["cos"]}
     return out
 
 
@@ -346,6 +356,9 @@ def main() -> None:
     parser.add_argument("--holdout", type=int, default=None,
                         help="hold-out faces for the ONNX FP32/INT8 rows (default all; the PyTorch rows use all)")
     parser.add_argument("--people", type=int, default=None, help="people of the colour set in the fusion sections")
+    parser.add_argument("--fusion-only", action="store_true",
+                        help="rerun only the fusion sections (poor and good sources, post-fusion); the model sections "
+                             "come from the run folder's benchmark.json (the same model's last full run)")
     args = parser.parse_args()
     quick, run = args.quick, args.run
     summary = json.loads((run / "summary.json").read_text())
@@ -353,7 +366,31 @@ def main() -> None:
     student_path = run / "restorer.onnx"
     fusers = {mode: Fuser(FuserConfig(store=store, runtime=ONE_THREAD, restore=RestoreConfig(model=student_path)))
               for mode in ("off", "on", "auto")}
+    fusers["auto + enhance"] = fusers["auto"]
     fuser = fusers["off"]
+    if args.fusion_only:  # the model sections as the last full run on this run folder measured them
+        results = {k: v for k, v in json.loads((run / "benchmark.json").read_text()).items()
+                   if k in ("holdout", "speed", "int8_layouts", "tiling", "optimize")}
+        results["speed"] = {int(k) if k.isdigit() else k: v for k, v in results["speed"].items()}  # JSON keys
+        student = Restorer(fuser.runtime.session(student_path))
+        sheets = []
+    else:
+        results, student, sheets = model_sections(fuser, run, summary, student_path, args.holdout, quick)
+    post_sheet: list = []
+    results |= {"summary": summary, **fusion_sections(fusers, student, quick, args.people, post_sheet)}
+    if post_sheet:
+        sheets.append(run / "sheets" / "post_fusion.png")
+        sheets[-1].parent.mkdir(parents=True, exist_ok=True)
+        cv2.imwrite(str(sheets[-1]), np.concatenate([np.concatenate(r, axis=1) for r in post_sheet], 0)[:, :, ::-1])
+    results["sheets"] = [str(s) for s in sheets]
+    (run / "benchmark.json").write_text(json.dumps(results, indent=2, default=float))
+    write_section("restorer", render(results, quick))
+    print((Path(__file__).parent / "results" / "restorer.md").read_text())
+
+
+def model_sections(fuser: Fuser, run: Path, summary: dict, student_path: Path, holdout_limit: int | None,
+                   quick: bool) -> tuple[dict, Restorer, list[Path]]:
+    """Sections 1–3, 6 and 7: hold-out, INT8 layouts, speed, `facefuse optimize`, tiling, contact sheets."""
     work = Path(tempfile.mkdtemp(prefix="restorer-bench-"))
     reports = {}
     for precision in ("int8", "fp16"):
@@ -364,7 +401,7 @@ def main() -> None:
     files = {"teacher": run / "teacher.onnx", "student": student_path, "INT8 student": work / "restorer.int8.onnx"}
     sessions = {name: fuser.runtime.session(path) for name, path in files.items()}
     table, pairs, outputs = holdout({n: sessions[n] for n in ("student", "INT8 student")}, run, summary,
-                                    24 if quick else args.holdout)
+                                    24 if quick else holdout_limit)
 
     runs = 5 if quick else 30
     layouts = int8_layouts(student_path, pairs, work, 3 if quick else 9)
@@ -378,31 +415,38 @@ def main() -> None:
     speed["restore_source"] = timed({n: (lambda r=r: r.restore_source(image, face))
                                      for n, r in restorers.items()}, runs)
     speed["face_px"] = float(face.box[2])
-
-    judge = IdentityJudge(fuser.store, fuser.runtime)
-    people = identity_sets(quick)["colour"][: args.people]
-    poor = poor_sources(fusers, judge, people, np.random.default_rng(21), degrade=True)
-    good = poor_sources({"off": fusers["off"], "auto": fusers["auto"]}, judge, people, np.random.default_rng(21),
-                        degrade=False, targets=1)
-    post_sheet: list = []
-    post = post_fusion(fuser, restorers["student"], judge, people, post_sheet)
     tiles = tiling(sessions["student"], fuser.analyze(FACES / "face_recognition" / "obama.jpg").image,
                    2 if quick else 5)
-
     gain = [10 * np.log10(np.mean((b - p.gt) ** 2) / max(np.mean((t - p.gt) ** 2), 1e-12))
             for b, t, p in zip(outputs["bicubic"], outputs["student"], pairs)]
     sheets = contact_sheets(fuser, restorers["student"], sessions["teacher"], pairs, outputs, gain, run / "sheets")
-    if post_sheet:
-        sheets.append(run / "sheets" / "post_fusion.png")
-        cv2.imwrite(str(sheets[-1]), np.concatenate([np.concatenate(r, axis=1) for r in post_sheet], 0)[:, :, ::-1])
-    results = {"summary": summary, "holdout": table, "speed": speed, "int8_layouts": layouts, "poor": poor,
-               "good": good, "post": post,
-               "tiling": tiles, "optimize": {p: {"metrics": r.metrics, "latency_ms": r.latency_ms, "passed": r.passed}
-                                             for p, r in reports.items()},
-               "sheets": [str(s) for s in sheets]}
-    (run / "benchmark.json").write_text(json.dumps(results, indent=2, default=float))
-    write_section("restorer", render(results, quick))
-    print((Path(__file__).parent / "results" / "restorer.md").read_text())
+    results = {"holdout": table, "speed": speed, "int8_layouts": layouts, "tiling": tiles,
+               "optimize": {p: {"metrics": r.metrics, "latency_ms": r.latency_ms, "passed": r.passed}
+                            for p, r in reports.items()}}
+    return results, restorers["student"], sheets
+
+
+def fusion_sections(fusers: dict[str, Fuser], student: Restorer, quick: bool, people_limit: int | None,
+                    post_sheet: list) -> dict:
+    """Sections 4 and 5: poor and good sources in a fusion, post-fusion enhancement."""
+    fuser = fusers["off"]
+    judge = IdentityJudge(fuser.store, fuser.runtime)
+    people = identity_sets(quick)["colour"][:people_limit]
+    poor = poor_sources(fusers, judge, people, np.random.default_rng(21), degrade=True,
+                        modes={"auto + enhance": {"restore": "auto", "enhance": "auto"}})
+    # the control: the same small faces without JPEG (do the block edges count as sharpness?)
+    unblocked = poor_sources({"off": fusers["off"]}, judge, people, np.random.default_rng(21), degrade=True,
+                             jpeg=False)
+    plain, blocked = unblocked["off"], poor["off"]
+    poor["off, no JPEG"] = plain | {
+        "sharp_ratio": median(list(np.divide(plain["sharp_each"], blocked["sharp_each"]))),
+        "delta_cos": float(np.mean(np.subtract(plain["cos_each"], blocked["cos_each"]))),
+        "worst_delta_cos": float(np.min(np.subtract(plain["cos_each"], blocked["cos_each"])))}
+    good = poor_sources({m: fusers[m] for m in ("off", "auto", "auto + enhance")}, judge, people,
+                        np.random.default_rng(21), degrade=False, targets=1,
+                        modes={"auto + enhance": {"restore": "auto", "enhance": "auto"}})
+    post = post_fusion(fuser, student, judge, people, post_sheet)
+    return {"poor": poor, "good": good, "post": post}
 
 
 def bucket_table(torch_rows: dict, onnx_rows: dict) -> list[str]:
@@ -477,7 +521,8 @@ def render(r: dict, quick: bool) -> str:
         f"({off['cos']:.3f} → {on['cos']:.3f}; auto {auto['delta_cos']:+.3f}) | "
         f"{verdict(on['delta_cos'] >= GOALS['cos'])} |",
         f"| poor sources: fused-face sharpness, on ÷ off | ≥ 1.2× | {on['sharp_ratio']:.2f}× (auto "
-        f"{auto['sharp_ratio']:.2f}×) | {verdict(on['sharp_ratio'] >= GOALS['sharpness'])} |",
+        f"{auto['sharp_ratio']:.2f}×, auto + enhance {poor['auto + enhance']['sharp_ratio']:.2f}×) | "
+        f"{verdict(on['sharp_ratio'] >= GOALS['sharpness'])} |",
         f"| good sources: auto never lowers identity | Δcos ≥ 0 | mean {good['auto']['delta_cos']:+.3f}, worst "
         f"{good['auto']['worst_delta_cos']:+.3f} ({good['auto']['restored']} of {good['pairs']} restored) | "
         f"{verdict(good['auto']['worst_delta_cos'] >= -0.005)} |",
@@ -534,16 +579,19 @@ def render(r: dict, quick: bool) -> str:
         "same photos undegraded.",
         "",
         "| sources | restore | restored | cos to reference | Δcos vs off (mean / worst) | fused-face sharpness "
-        "| ÷ off | ÷ target photo's |",
-        "|---|---|---|---|---|---|---|---|",
+        "| ÷ off | ÷ target photo's | bare skin ÷ target's | blotch % (median / worst change) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for label, res in (("poor", poor), ("good", good)):
-        for mode in ("off", "on", "auto"):
+        for mode in ("off", "off, no JPEG", "on", "auto", "auto + enhance"):
             if mode in res:
                 x = res[mode]
+                blotch = f"{x['blotch']:.2f} / {x['worst_blotch_change']:+.2f}" if mode != "off, no JPEG" else \
+                    f"{x['blotch']:.2f} / –"
                 lines.append(f"| {label} | {mode} | {x['restored']} / {res['pairs']} | {x['cos']:.3f} | "
                              f"{x['delta_cos']:+.3f} / {x['worst_delta_cos']:+.3f} | {x['sharp']:.0f} | "
-                             f"{x['sharp_ratio']:.2f}× | {x['sharp_vs_target']:.2f}× |")
+                             f"{x['sharp_ratio']:.2f}× | {x['sharp_vs_target']:.2f}× | {x['skin_vs_target']:.2f}× | "
+                             f"{blotch} |")
     lines += [
         "",
         f"Post-fusion enhancement (`facefuse.fusion.enhance.enhance_fused`, {post['pairs']} pairs: source face 48 px, "

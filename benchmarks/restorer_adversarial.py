@@ -90,7 +90,7 @@ def main() -> None:
     judge = IdentityJudge(fusers["off"].store, fusers["off"].runtime)
     people = identity_sets(False)["colour"][: args.people]
     poor = poor_sources(fusers, judge, people, np.random.default_rng(21), degrade=True,
-                        modes={"without": "on", "with": "on"})
+                        modes={"without": {"restore": "on"}, "with": {"restore": "on"}})
     restorers = {n: Restorer(fusers["off"].runtime.session(f)) for n, f in files.items()}
     picture = sheet(fusers["off"], restorers, args.work / "hard_poor_ab.png")
     results = {"holdout": table, "poor": poor, "logs": {n: {"steps": lg[-1]["step"], "last": lg[-1]}

@@ -12,6 +12,7 @@ import pytest
 from facefuse.fusion.engine import FusionOptions
 from facefuse.pipeline import Fuser, FuserConfig
 from facefuse.fusion.enhance import EnhanceConfig, enhance_fused, skin_sharpness, skin_zone
+from facefuse.geometry.regions import feature_zone
 from facefuse.fusion.restorer import RESTORER, RestoreConfig, Restorer, blockiness, face_region, needs_restore
 from facefuse.tiling import run_tiled, seam_score, tile_starts
 
@@ -199,6 +200,20 @@ def test_post_fusion_enhancement_never_softens_the_fused_skin(fuser, restorer, o
     # only detail is added: the low-pass picture (tones, colours, any smear) stays where it was
     low = [cv2.GaussianBlur(img[y0:y1, x0:x1].astype(np.float32), (0, 0), 6) for img in (fused, result.image)]
     assert np.abs(low[0] - low[1]).mean() < 1.0
+
+
+def test_post_fusion_enhancement_leaves_brows_eyes_and_lips_alone(fuser, restorer, obama, faces_dir):
+    """The detail goes on the bare skin only (the features are the source's identity): inside the brows, eyes and
+    lips the enhanced photo is the fused one, while the whole-oval variant does change them."""
+    fused, target, face, source_px = _small_source_fusion(fuser, obama, faces_dir)
+    features = feature_zone(face.landmarks[:, :2], max(fused.shape[:2]))[: fused.shape[0], : fused.shape[1]] > 0
+    inner = cv2.erode(features.astype(np.uint8), np.ones((15, 15), np.uint8)) > 0  # clear of the feathered edge
+    skin = enhance_fused(fused, target, face, source_px, restorer, EnhanceConfig(target_ratio=9.0))
+    oval = enhance_fused(fused, target, face, source_px, restorer, EnhanceConfig(target_ratio=9.0, skin_only=False))
+    assert skin.gain > 0 and oval.gain > 0, (skin.note, oval.note)
+    changed = lambda img: np.abs(img.astype(np.int16) - fused).max(axis=2)  # noqa: E731
+    assert changed(skin.image)[inner].mean() < 0.1 * changed(oval.image)[inner].mean()
+    assert changed(skin.image)[skin_zone(face, fused.shape) > 0.5].mean() > 0.5
 
 
 def test_post_fusion_enhancement_leaves_a_large_source_alone(fuser, restorer, obama, faces_dir):

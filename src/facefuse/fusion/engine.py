@@ -68,9 +68,9 @@ class FusionOptions(Options):
     enhance: Literal["off", "auto"] = option(
         "off", "Enhance soft fused faces",
         "auto: after blending, when the source face was 1.5× or more smaller than the target face, our "
-        "UTKFace-trained restorer adds fine detail to the fused face (and grain matched to the photo) until its skin "
-        "is as sharp as the photo's; off (default: on small-source pairs it raised skin sharpness but lowered "
-        "identity slightly, see BENCHMARKS.md)")
+        "UTKFace-trained restorer adds fine detail to the fused face's bare skin (and grain matched to the photo) "
+        "until it is as sharp as the photo's; off (default: it no longer lowers identity, see BENCHMARKS.md, but "
+        "the whole face gets no sharper and its cost is not in the speed benchmarks yet)")
     crop_size: int = option(
         512, "Crop size", "128–1024 px: the largest side of the aligned face crop the mesh engine renders (a "
         "smaller face gets a crop at the photo's own resolution); work grows with its square, so the service takes "
