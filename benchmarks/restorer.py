@@ -529,10 +529,10 @@ def render(r: dict, quick: bool) -> str:
         f"| post-fusion: skin sharpness ÷ target's, toward 1 | raised | median {p_before:.2f} → {p_after:.2f} "
         f"(10th pct {post['ratio_p10_before']:.2f} → {post['ratio_p10_after']:.2f}) | "
         f"{verdict(abs(1 - p_after) < abs(1 - p_before))} |",
-        f"| post-fusion: smear not raised | ≤ before | blotch share median {post['smear_before']:.2f} → "
+        f"| post-fusion: smear not raised | ≤ before (a rise ≤ 0.1 pt counted as none) | blotch share median {post['smear_before']:.2f} → "
         f"{post['smear_after']:.2f} %, worst change {post['smear_max_after_minus_before']:+.2f} pt | "
         f"{verdict(post['smear_max_after_minus_before'] <= 0.1)} |",
-        f"| post-fusion: identity not lowered | ≥ before | cos median {post['cos_before']:.3f} → "
+        f"| post-fusion: identity not lowered | ≥ before (a change ≥ −0.01 cosine, the judge's noise, counted as none) | cos median {post['cos_before']:.3f} → "
         f"{post['cos_after']:.3f}, "
         f"worst change {post['cos_min_delta']:+.3f} | {verdict(post['cos_min_delta'] >= -0.01)} |",
         f"| student parameters | ≥ 60 % fewer | {fewer:.0%} fewer | {verdict(fewer >= GOALS['params_fewer'])} |",
