@@ -153,3 +153,45 @@ def test_a_quick_model_is_never_shipped(capsys: pytest.CaptureFixture[str]) -> N
     assert main(["train", "segmenter", "--quick", "--until", "ship"]) == 2
     assert "INVALID_OPTION" in capsys.readouterr().err
     assert sha256_of(WEIGHTS_DIR / "face_segmenter.onnx") == before
+
+
+def test_hard_negatives_change_the_face_but_not_its_labels(obama_crop) -> None:
+    """Side shadow, beard, make-up and dark brows are the face's own looks: the pixels change, the labels do not
+    (a segmenter that called them occluders kept the target's beard and shadow on the new face, issue 17)."""
+    face = np.isin(obama_crop.labels, FACE_CLASSES)
+    for seed, draw in enumerate((synth.add_beard, synth.add_makeup, synth.add_dark_features)):
+        image = obama_crop.image.astype(np.float32)
+        labels = obama_crop.labels.copy()
+        draw(np.random.default_rng(seed), image, labels, obama_crop.mesh)
+        assert np.array_equal(labels, obama_crop.labels), draw.__name__
+        assert np.abs(image - obama_crop.image)[face].mean() > 1.0, draw.__name__
+    image = obama_crop.image.astype(np.float32)
+    synth.add_side_shadow(np.random.default_rng(0), image, obama_crop.mesh)
+    darker = image.mean(-1) < obama_crop.image.mean(-1) * 0.8
+    assert 0.1 < darker[face].mean() < 0.95  # one side darkened, not the whole face
+
+
+@pytest.mark.parametrize("draw", [synth.add_bar, synth.add_finger])
+def test_bars_and_fingers_are_occluders_in_front_of_the_face(obama_crop, draw) -> None:
+    skin = np.median(obama_crop.image[obama_crop.labels == 1], 0).astype(np.float32)
+    for seed in range(4):
+        image = obama_crop.image.astype(np.float32)
+        labels = obama_crop.labels.copy()
+        draw(np.random.default_rng(seed), image, labels, obama_crop.mesh, skin)
+        covered = (labels == OCCLUDER) & np.isin(obama_crop.labels, FACE_CLASSES)
+        assert covered.sum() >= 10, (draw.__name__, seed)
+        assert np.abs(image - obama_crop.image)[labels == OCCLUDER].mean() > 3.0
+
+
+def test_the_occluder_weight_counts_missed_occluder_pixels_more() -> None:
+    import torch
+
+    from facefuse_training.segmenter.train import loss_fn
+
+    labels = torch.full((1, 16, 16), 1, dtype=torch.long)
+    labels[0, 7:9] = OCCLUDER
+    logits = torch.zeros(1, 8, 16, 16)
+    logits[:, 1] = 4.0  # skin everywhere: the bar is missed
+    plain, weighted = loss_fn(logits, labels, 0.0), loss_fn(logits, labels, 0.0, occluder_weight=3.0)
+    missed = float(torch.nn.functional.cross_entropy(logits, labels, reduction="none")[labels == OCCLUDER].sum())
+    assert float(weighted - plain) == pytest.approx(2 * missed / labels.numel(), rel=1e-5)

@@ -30,6 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="an exported face_segmenter.onnx to continue training from (a fine-tune, e.g. of the "
                              "shipped model with new synthetic occluders)")
     parser.add_argument("--warmup", type=int, default=defaults.warmup, help="warm-up steps of the learning rate")
+    parser.add_argument("--occluder-weight", type=float, default=defaults.occluder_weight,
+                        help="cross-entropy weight of occluder pixels")
     parser.add_argument("--threads", type=int, default=1, help="PyTorch threads (1 is fastest on a busy machine)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (logs still written)")
 
@@ -38,7 +40,7 @@ def configs_from(args: argparse.Namespace) -> tuple[DataConfig, TrainConfig]:
     data = DataConfig(shared=args.shared or shared_root(), cache=args.cache, limit=args.limit, seed=args.seed)
     train = TrainConfig(out=args.out, steps=args.steps, batch=args.batch, lr=args.lr, seed=args.seed,
                         threads=args.threads, progress=not args.no_progress, init=args.init,
-                        warmup=args.warmup)
+                        warmup=args.warmup, occluder_weight=args.occluder_weight)
     if args.quick:
         data, train = quick(data, train)
     return data, train
