@@ -195,3 +195,23 @@ def test_the_occluder_weight_counts_missed_occluder_pixels_more() -> None:
     plain, weighted = loss_fn(logits, labels, 0.0), loss_fn(logits, labels, 0.0, occluder_weight=3.0)
     missed = float(torch.nn.functional.cross_entropy(logits, labels, reduction="none")[labels == OCCLUDER].sum())
     assert float(weighted - plain) == pytest.approx(2 * missed / labels.numel(), rel=1e-5)
+
+
+def test_the_export_takes_the_occluder_weight_back_out_of_the_probabilities(quick_run) -> None:
+    """Trained with occluder pixels ×3, the exported model's occluder logit is lower by exactly log 3 than the
+    trained network's, every other logit unchanged: the weighted loss inflates the occluder's odds by 3 and the
+    segment stage's 0.35 floor assumes calibrated probabilities."""
+    import torch
+
+    from facefuse_training.segmenter.train import calibrated, load_model
+
+    _, config, summary = quick_run
+    assert config.occluder_weight == 3.0
+    crops = np.random.default_rng(2).integers(0, 256, (2, 128, 128, 3), dtype=np.uint8)
+    exported = FaceSegmenter(Runtime(RuntimeConfig(intra_op_threads=1)).session(summary["onnx"])).logits(crops)
+    with torch.no_grad():
+        trained = load_model(config)(torch.from_numpy(crops.transpose(0, 3, 1, 2).astype(np.float32) / 255)).numpy()
+    shift = trained - exported
+    assert np.allclose(shift[:, OCCLUDER], np.log(3.0), atol=1e-4)
+    assert np.abs(np.delete(shift, OCCLUDER, axis=1)).max() < 1e-4
+    assert calibrated(load_model(config), 1.0).head[-1].bias[OCCLUDER] == load_model(config).head[-1].bias[OCCLUDER]

@@ -51,7 +51,7 @@ def quick(data: DataConfig, train: TrainConfig) -> tuple[DataConfig, TrainConfig
     from dataclasses import replace
 
     return (replace(data, limit=data.limit or 40, scenes=False),
-            replace(train, steps=min(train.steps, 40), batch=4, crop=64, crop_share=0.5, widths=(8, 16, 16, 32),
+            replace(train, steps=min(train.steps, 60), batch=4, crop=64, crop_share=0.5, widths=(8, 16, 16, 32),
                     full=4, warmup=4, checkpoint_every_s=0.0))
 
 
