@@ -29,7 +29,9 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory, faces_dir: Path):
     from facefuse_training.segmenter.train import TrainConfig
 
     root = tmp_path_factory.mktemp("segmenter")
-    data, train = quick(DataConfig(faces_dir.parent, root / "cache"), TrainConfig(out=root / "run", progress=False))
+    # the round-4 options on (hard examples, weighted occluders): the tiny run exercises their code for real
+    data, train = quick(DataConfig(faces_dir.parent, root / "cache"),
+                        TrainConfig(out=root / "run", progress=False, occluder_weight=3.0, hard_examples=True))
     summary = run_chain(data, train, until="export")
     return data, train, summary
 

@@ -300,11 +300,11 @@ def add_mask(rng: Rng, image: np.ndarray, labels: np.ndarray, mesh: np.ndarray,
     _paste(image, labels, layer, _soft(mask, 0.8), OCCLUDER)
 
 
-def add_microphone(rng: Rng, image: np.ndarray, labels: np.ndarray, mesh: np.ndarray) -> None:
+def add_microphone(rng: Rng, image: np.ndarray, labels: np.ndarray, mesh: np.ndarray, hard: bool = False) -> None:
     mouth = mesh[LIPS_OUTER].mean(0)
     _, left, right, top, bottom = _face_frame(mesh)
     width = right - left
-    if rng.random() < 0.25:  # a headset boom: a thin rod from beside the ear to the mouth, a small foam head
+    if hard and rng.random() < 0.25:  # a headset boom: a thin rod from beside the ear to the mouth, a small foam head
         side = left - 0.05 * width if rng.random() < 0.5 else right + 0.05 * width
         ear = np.array([side, top + rng.uniform(0.4, 0.6) * (bottom - top)], np.float32)
         head = mouth + rng.normal(0, 0.05, 2).astype(np.float32) * width
@@ -321,7 +321,7 @@ def add_microphone(rng: Rng, image: np.ndarray, labels: np.ndarray, mesh: np.nda
     cv2.line(mask, tuple(np.int32(ball)), tuple(np.int32(end)), 1.0, max(3, int(radius * rng.uniform(0.5, 0.9))))
     rod = mask.copy()
     cv2.circle(mask, tuple(np.int32(ball)), int(radius), 1.0, -1)
-    dark = rng.uniform(10, 60) if rng.random() < 0.7 else rng.uniform(120, 210)  # black or silver
+    dark = rng.uniform(10, 60) if not hard or rng.random() < 0.7 else rng.uniform(120, 210)  # black or silver
     layer = np.full((SIZE, SIZE, 3), dark, np.float32) + 15 * _noise_field(rng, 16, 3)
     ys, xs = np.mgrid[0:SIZE, 0:SIZE]
     grille = ((xs + ys) % 3 == 0) | ((xs - ys) % 3 == 0)
@@ -535,8 +535,19 @@ def _keep_mask(rng: Rng, labels: np.ndarray, valid: np.ndarray) -> np.ndarray:
     return _soft(keep, rng.uniform(0.5, 1.5))
 
 
-def compose(rng: Rng, data: LabelSet, index: int, occlusion: float = 0.8) -> tuple[np.ndarray, np.ndarray]:
-    """Sample ``index`` of ``data`` in a random scene, with random occluders; (uint8 RGB, uint8 labels)."""
+# occluder kinds and their shares: the shipped (round 2) recipe, and with ``hard`` (round 4's trial, not shipped)
+KINDS = ["fringe", "strands", "glasses", "hand", "object", "mask", "microphone"]
+SHARES = [0.17, 0.16, 0.22, 0.13, 0.12, 0.12, 0.08]
+HARD_KINDS = KINDS + ["bar", "finger"]
+HARD_SHARES = [0.14, 0.13, 0.2, 0.09, 0.09, 0.08, 0.08, 0.12, 0.07]
+
+
+def compose(rng: Rng, data: LabelSet, index: int, occlusion: float = 0.8,
+            hard: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Sample ``index`` of ``data`` in a random scene, with random occluders; (uint8 RGB, uint8 labels).
+
+    ``hard`` adds the hard negatives (:func:`add_hard_negatives`, side shadows) and the bars and fingers; off, the
+    random stream is exactly the shipped recipe's, so ``make train-segmenter`` still reproduces the shipped model."""
     photo = data.images[index].astype(np.float32)
     labels = data.labels[index].copy()
     mesh = data.mesh[index].astype(np.float32)
@@ -557,11 +568,11 @@ def compose(rng: Rng, data: LabelSet, index: int, occlusion: float = 0.8) -> tup
     # the photo's own undecided pixels that show around the face stay undecided
     out_labels[kept & (labels == IGNORE)] = IGNORE
 
-    add_hard_negatives(rng, image, out_labels, mesh)
+    if hard:
+        add_hard_negatives(rng, image, out_labels, mesh)
     if rng.random() < occlusion:
         for _ in range(int(rng.choice([1, 1, 1, 2, 2, 3]))):
-            kind = rng.choice(["fringe", "strands", "glasses", "hand", "object", "mask", "microphone", "bar", "finger"],
-                              p=[0.14, 0.13, 0.2, 0.09, 0.09, 0.08, 0.08, 0.12, 0.07])
+            kind = rng.choice(HARD_KINDS, p=HARD_SHARES) if hard else rng.choice(KINDS, p=SHARES)
             if kind in ("fringe", "strands"):
                 mask, angle = strands_mask(rng, mesh, kind == "fringe")
                 _paste(image, out_labels, hair_texture(rng, _hair_colour(rng), angle), _soft(mask, 0.4), HAIR)
@@ -578,8 +589,8 @@ def compose(rng: Rng, data: LabelSet, index: int, occlusion: float = 0.8) -> tup
             elif kind == "finger":
                 add_finger(rng, image, out_labels, mesh, skin)
             else:
-                add_microphone(rng, image, out_labels, mesh)
-    if rng.random() < 0.35:  # side light falls on the face, the scene and whatever is in front alike
+                add_microphone(rng, image, out_labels, mesh, hard)
+    if hard and rng.random() < 0.35:  # side light falls on the face, the scene and whatever is in front alike
         add_side_shadow(rng, image, mesh)
     return augment(rng, image, out_labels)
 

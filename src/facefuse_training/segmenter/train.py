@@ -39,7 +39,8 @@ class TrainConfig:
     widths: tuple[int, int, int, int] = (16, 32, 64, 128)
     full: int = 8
     dice_weight: float = 0.5
-    occluder_weight: float = 3.0  # cross-entropy weight of occluder pixels (thin bars and frames are few pixels)
+    occluder_weight: float = 1.0  # cross-entropy weight of occluder pixels (round 4's trial: 3, not shipped)
+    hard_examples: bool = False  # synth.compose's hard negatives, bars and fingers (round 4's trial, not shipped)
     threads: int = 1
     checkpoint_every_s: float = 120.0
     progress: bool = True
@@ -92,7 +93,8 @@ def train(config: TrainConfig, data: LabelSet) -> list[dict[str, float]]:
     def loss_at(step: int) -> tuple[torch.Tensor, dict[str, float]]:
         if step == config.stop_at:
             raise Interrupted(step)
-        images, labels = batch_at(data, weights, config.seed, step, config.batch, config.window(step))
+        images, labels = batch_at(data, weights, config.seed, step, config.batch, config.window(step),
+                                  config.hard_examples)
         return loss_fn(model(images), labels, config.dice_weight, config.occluder_weight), {}
 
     spec = LoopSpec(steps=config.steps, lr=config.lr, weight_decay=config.weight_decay, warmup_steps=config.warmup,
