@@ -49,12 +49,8 @@ def psnr(a: np.ndarray, b: np.ndarray) -> float:
     return 99.0 if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
 
 
-def pairs_section() -> None:
-    bench = Bench()
-    seen: list[Record] = []
-    fuser = bench.fuser.with_stage(Keep(seen), after="segment")
-    sets = photo_sets(["face-api-js", "knn_examples", "att-faces", "hard"])
-    photos = [ps[0] for photo_set in sets.values() for ps in list(photo_set.people.values())[:4]]
+def pair_figures(fuser, photos: list[Path], seen: list[Record]) -> tuple[list[str], list[tuple[float, ...]]]:
+    """Each occluder pair's row and its figures (PSNR all / frame / bar, keep frame mean / whole, bar mean / whole)."""
     rows, figures = [], []
     for source, target in zip(photos, photos[1:] + photos[:1]):
         analysis = fuser.analyze(target)
@@ -77,7 +73,32 @@ def pairs_section() -> None:
         rows.append(f"| {target.parent.name}/{target.name} | {record.rendered.crop.shape[0]} | "
                     + " | ".join(f"{v:.1f} dB" for v in values[:3]) + " | "
                     + " | ".join(f"{v:.2f}" for v in values[3:]) + " |")
+    return rows, figures
+
+
+def median_row(label: str, figures: list[tuple[float, ...]]) -> str:
     medians = [median([f[i] for f in figures]) for i in range(7)]
+    return (f"| **median{label}** ({len(figures)} pairs) | | " + " | ".join(f"{v:.1f} dB" for v in medians[:3])
+            + " | " + " | ".join(f"{v:.2f}" for v in medians[3:]) + " |")
+
+
+def pairs_section(others: dict[str, Path]) -> None:
+    """The package's segmenter pair by pair; each of ``others`` (ONNX files swapped into the loaded segmenter)
+    as one more median row."""
+    bench = Bench()
+    seen: list[Record] = []
+    fuser = bench.fuser.with_stage(Keep(seen), after="segment")
+    sets = photo_sets(["face-api-js", "knn_examples", "att-faces", "hard"])
+    photos = [ps[0] for photo_set in sets.values() for ps in list(photo_set.people.values())[:4]]
+    rows, figures = pair_figures(fuser, photos, seen)
+    extra = []
+    segmenter = fuser.segmenter()
+    for name, path in others.items():
+        shipped, segmenter.session = segmenter.session, fuser.runtime.session(path, stage="segment")
+        try:
+            extra.append(median_row(f", segmenter {name}", pair_figures(fuser, photos, seen)[1]))
+        finally:
+            segmenter.session = shipped
     lines = [
         "## Occluder masks (`benchmarks/occluder_masks.py`)", "",
         f"Machine: {machine()}. Run: `{' '.join(sys.argv[1:]) or 'defaults'}`. The occluder pairs of "
@@ -89,8 +110,8 @@ def pairs_section() -> None:
         "| bar kept whole |",
         "|---|---|---|---|---|---|---|---|---|",
         *rows,
-        f"| **median** ({len(figures)} pairs) | | " + " | ".join(f"{v:.1f} dB" for v in medians[:3]) + " | "
-        + " | ".join(f"{v:.2f}" for v in medians[3:]) + " |",
+        median_row("", figures),
+        *extra,
     ]
     print(write_section("occluder_masks", "\n".join(lines)).read_text())
 
@@ -269,13 +290,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", choices=("pairs", "segmenter", "all"), default="all")
     parser.add_argument("--models", default=None,
-                        help="segmenter part: name=path.onnx,... (default: the package's model, as 'shipped')")
+                        help="name=path.onnx,...: segmenter part: the models compared (default: the package's, as "
+                             "'shipped'); pairs part: median rows of these besides the package's")
     args = parser.parse_args()
+    given = dict(item.split("=", 1) for item in args.models.split(",")) if args.models else {}
     if args.part in ("pairs", "all"):
-        pairs_section()
+        pairs_section({name: Path(path) for name, path in given.items()})
     if args.part in ("segmenter", "all"):
-        models = (dict(item.split("=", 1) for item in args.models.split(",")) if args.models
-                  else {"shipped": Fuser().store.ensure(SEGMENTER_MODEL)})
+        models = given or {"shipped": Fuser().store.ensure(SEGMENTER_MODEL)}
         header = ["## Segmenter occluders on real photos (`benchmarks/occluder_masks.py --part segmenter`)", "",
                   f"Machine: {machine()}. Run: `{' '.join(sys.argv[1:]) or 'defaults'}`.", ""]
         text = "\n".join(header) + segmenter_rows({k: Path(v) for k, v in models.items()})

@@ -130,9 +130,8 @@ def calibrated(model: FaceSegmenter, occluder_weight: float) -> FaceSegmenter:
     """The trained network with its occluder logit lowered by log(``occluder_weight``), in place.
 
     Weighting occluder pixels ×w in the cross-entropy moves its optimum from p to w·p / (w·p + 1 − p): every
-    occluder probability comes out inflated (at step 1000 of the first weighted run, 27 % of the held-out faces'
-    pixels were called occluder, 4.5 % after this shift; 6.9 % for the unweighted round-2 model). Subtracting log w
-    from that class's logit undoes exactly this (logit adjustment, Menon et al., ICLR 2021), so the weighted loss
+    occluder probability comes out inflated (round 4's weighted run called much of the held-out faces occluder
+    before this shift). Subtracting log w from that class's logit undoes exactly this (logit adjustment, Menon et al., ICLR 2021), so the weighted loss
     still spends its gradient on thin bars and frames while the exported probabilities mean what the segment
     stage's 0.35 floor assumes."""
     if occluder_weight != 1.0:
