@@ -213,7 +213,8 @@ def main() -> None:
                     f"{np.mean(tally.mean_dl):.2f} | {100 * np.mean(largest <= 1.0):.0f} % | "
                     f"{np.median(tally.sharpness):.2f} |")
         print(rows[-1], flush=True)
-    lines = ["## Identity ablation (`benchmarks/identity_ablation.py`)", "",
+    title = "Identity ablation" if args.section == "identity_ablation" else f"Identity ablation, {args.section}"
+    lines = [f"## {title} (`benchmarks/identity_ablation.py`)", "",
              f"Machine: {machine()}. Run: `{' '.join(sys.argv[1:]) or 'defaults'}`. {len(subset)} cross-person pairs "
              f"(face-api-js and faces/hard/same-person, targets: the first {args.people} people of each), one change "
              "at a time against the defaults.", "",
