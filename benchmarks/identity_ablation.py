@@ -179,6 +179,9 @@ def main() -> None:
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated variant names")
     assert not any("," in name for name in VARIANTS), "variant names are comma-separated on the command line"
     parser.add_argument("--section", default="identity_ablation")
+    parser.add_argument("--segmenter", action="append", default=[], metavar="NAME=PATH",
+                        help="also run each variant with this segmenter ONNX file in place of the package's (a "
+                             "retrained model against the shipped one); repeatable")
     parser.add_argument("--sheets", action="store_true",
                         help="contact sheets of each variant's worst pairs (artifacts/worst_*_ablation_<n>.png)")
     args = parser.parse_args()
@@ -187,23 +190,31 @@ def main() -> None:
     galleries = {name: Gallery(bench, {n: ps.people[n][-1] for n in ps.people}) for name, ps in sets.items()}
     subset = pairs(args.people)
     rows = []
-    for name in args.variants.split(","):
+    segmenters = {"": contextlib.nullcontext}
+    for item in args.segmenter:
+        label, path = item.split("=", 1)
+        session = bench.fuser.runtime.session(path, stage="segment")
+        segmenters[f", segmenter {label}"] = lambda session=session: replaced(bench.fuser.segmenter(), "session",
+                                                                              session)
+    for name, (suffix, swap) in ((n, s) for n in args.variants.split(",") for s in segmenters.items()):
         options, patch = VARIANTS[name]
         tally = Tally()
-        with patch():
+        with patch(), swap():
             for set_name, person, source, target in subset:
                 bench.fuse(Path(source), Path(target), FusionOptions(visible_label=False, **options), tally,
                            galleries[set_name], person)
         if args.sheets:
-            worst_sheets(bench, f"ablation_{list(VARIANTS).index(name)}", tally.cases)
+            worst_sheets(bench, f"ablation_{list(VARIANTS).index(name)}{suffix.split()[-1] if suffix else ''}",
+                         tally.cases)
         largest = np.array(tally.smear_largest) * 100
         margin = np.nanmean([c.identity_margin for c in tally.cases])
-        rows.append(f"| {name} | {len(tally.top1)} | {100 * np.mean(tally.top1):.1f} % | "
+        rows.append(f"| {name}{suffix} | {len(tally.top1)} | {100 * np.mean(tally.top1):.1f} % | "
                     f"{100 * np.mean(tally.dlib_top1):.1f} % | {margin:+.3f} | {100 * np.mean(tally.blotch):.2f} % | "
                     f"{np.mean(tally.mean_dl):.2f} | {100 * np.mean(largest <= 1.0):.0f} % | "
                     f"{np.median(tally.sharpness):.2f} |")
         print(rows[-1], flush=True)
-    lines = ["## Identity ablation (`benchmarks/identity_ablation.py`)", "",
+    title = "Identity ablation" if args.section == "identity_ablation" else f"Identity ablation, {args.section}"
+    lines = [f"## {title} (`benchmarks/identity_ablation.py`)", "",
              f"Machine: {machine()}. Run: `{' '.join(sys.argv[1:]) or 'defaults'}`. {len(subset)} cross-person pairs "
              f"(face-api-js and faces/hard/same-person, targets: the first {args.people} people of each), one change "
              "at a time against the defaults.", "",

@@ -29,7 +29,9 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory, faces_dir: Path):
     from facefuse_training.segmenter.train import TrainConfig
 
     root = tmp_path_factory.mktemp("segmenter")
-    data, train = quick(DataConfig(faces_dir.parent, root / "cache"), TrainConfig(out=root / "run", progress=False))
+    # the round-4 options on (hard examples, weighted occluders): the tiny run exercises their code for real
+    data, train = quick(DataConfig(faces_dir.parent, root / "cache"),
+                        TrainConfig(out=root / "run", progress=False, occluder_weight=3.0, hard_examples=True))
     summary = run_chain(data, train, until="export")
     return data, train, summary
 
@@ -153,3 +155,65 @@ def test_a_quick_model_is_never_shipped(capsys: pytest.CaptureFixture[str]) -> N
     assert main(["train", "segmenter", "--quick", "--until", "ship"]) == 2
     assert "INVALID_OPTION" in capsys.readouterr().err
     assert sha256_of(WEIGHTS_DIR / "face_segmenter.onnx") == before
+
+
+def test_hard_negatives_change_the_face_but_not_its_labels(obama_crop) -> None:
+    """Side shadow, beard, make-up and dark brows are the face's own looks: the pixels change, the labels do not
+    (a segmenter that called them occluders kept the target's beard and shadow on the new face, issue 17)."""
+    face = np.isin(obama_crop.labels, FACE_CLASSES)
+    for seed, draw in enumerate((synth.add_beard, synth.add_makeup, synth.add_dark_features)):
+        image = obama_crop.image.astype(np.float32)
+        labels = obama_crop.labels.copy()
+        draw(np.random.default_rng(seed), image, labels, obama_crop.mesh)
+        assert np.array_equal(labels, obama_crop.labels), draw.__name__
+        assert np.abs(image - obama_crop.image)[face].mean() > 1.0, draw.__name__
+    image = obama_crop.image.astype(np.float32)
+    synth.add_side_shadow(np.random.default_rng(0), image, obama_crop.mesh)
+    darker = image.mean(-1) < obama_crop.image.mean(-1) * 0.8
+    assert 0.1 < darker[face].mean() < 0.95  # one side darkened, not the whole face
+
+
+@pytest.mark.parametrize("draw", [synth.add_bar, synth.add_finger])
+def test_bars_and_fingers_are_occluders_in_front_of_the_face(obama_crop, draw) -> None:
+    skin = np.median(obama_crop.image[obama_crop.labels == 1], 0).astype(np.float32)
+    for seed in range(4):
+        image = obama_crop.image.astype(np.float32)
+        labels = obama_crop.labels.copy()
+        draw(np.random.default_rng(seed), image, labels, obama_crop.mesh, skin)
+        covered = (labels == OCCLUDER) & np.isin(obama_crop.labels, FACE_CLASSES)
+        assert covered.sum() >= 10, (draw.__name__, seed)
+        assert np.abs(image - obama_crop.image)[labels == OCCLUDER].mean() > 3.0
+
+
+def test_the_occluder_weight_counts_missed_occluder_pixels_more() -> None:
+    import torch
+
+    from facefuse_training.segmenter.train import loss_fn
+
+    labels = torch.full((1, 16, 16), 1, dtype=torch.long)
+    labels[0, 7:9] = OCCLUDER
+    logits = torch.zeros(1, 8, 16, 16)
+    logits[:, 1] = 4.0  # skin everywhere: the bar is missed
+    plain, weighted = loss_fn(logits, labels, 0.0), loss_fn(logits, labels, 0.0, occluder_weight=3.0)
+    missed = float(torch.nn.functional.cross_entropy(logits, labels, reduction="none")[labels == OCCLUDER].sum())
+    assert float(weighted - plain) == pytest.approx(2 * missed / labels.numel(), rel=1e-5)
+
+
+def test_the_export_takes_the_occluder_weight_back_out_of_the_probabilities(quick_run) -> None:
+    """Trained with occluder pixels ×3, the exported model's occluder logit is lower by exactly log 3 than the
+    trained network's, every other logit unchanged: the weighted loss inflates the occluder's odds by 3 and the
+    segment stage's 0.35 floor assumes calibrated probabilities."""
+    import torch
+
+    from facefuse_training.segmenter.train import calibrated, load_model
+
+    _, config, summary = quick_run
+    assert config.occluder_weight == 3.0
+    crops = np.random.default_rng(2).integers(0, 256, (2, 128, 128, 3), dtype=np.uint8)
+    exported = FaceSegmenter(Runtime(RuntimeConfig(intra_op_threads=1)).session(summary["onnx"])).logits(crops)
+    with torch.no_grad():
+        trained = load_model(config)(torch.from_numpy(crops.transpose(0, 3, 1, 2).astype(np.float32) / 255)).numpy()
+    shift = trained - exported
+    assert np.allclose(shift[:, OCCLUDER], np.log(3.0), atol=1e-4)
+    assert np.abs(np.delete(shift, OCCLUDER, axis=1)).max() < 1e-4
+    assert calibrated(load_model(config), 1.0).head[-1].bias[OCCLUDER] == load_model(config).head[-1].bias[OCCLUDER]

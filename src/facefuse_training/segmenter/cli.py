@@ -30,6 +30,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="an exported face_segmenter.onnx to continue training from (a fine-tune, e.g. of the "
                              "shipped model with new synthetic occluders)")
     parser.add_argument("--warmup", type=int, default=defaults.warmup, help="warm-up steps of the learning rate")
+    parser.add_argument("--occluder-weight", type=float, default=defaults.occluder_weight,
+                        help="cross-entropy weight of occluder pixels (undone in the exported logits)")
+    parser.add_argument("--hard-examples", action="store_true",
+                        help="hard negatives labelled as face (side shadows, beards, make-up, dark brows) and thin "
+                             "bars and fingers as occluders (round 4's trial: not the shipped recipe)")
     parser.add_argument("--threads", type=int, default=1, help="PyTorch threads (1 is fastest on a busy machine)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (logs still written)")
 
@@ -38,7 +43,8 @@ def configs_from(args: argparse.Namespace) -> tuple[DataConfig, TrainConfig]:
     data = DataConfig(shared=args.shared or shared_root(), cache=args.cache, limit=args.limit, seed=args.seed)
     train = TrainConfig(out=args.out, steps=args.steps, batch=args.batch, lr=args.lr, seed=args.seed,
                         threads=args.threads, progress=not args.no_progress, init=args.init,
-                        warmup=args.warmup)
+                        warmup=args.warmup, occluder_weight=args.occluder_weight,
+                        hard_examples=args.hard_examples)
     if args.quick:
         data, train = quick(data, train)
     return data, train
@@ -49,7 +55,7 @@ def quick(data: DataConfig, train: TrainConfig) -> tuple[DataConfig, TrainConfig
     from dataclasses import replace
 
     return (replace(data, limit=data.limit or 40, scenes=False),
-            replace(train, steps=min(train.steps, 40), batch=4, crop=64, crop_share=0.5, widths=(8, 16, 16, 32),
+            replace(train, steps=min(train.steps, 60), batch=4, crop=64, crop_share=0.5, widths=(8, 16, 16, 32),
                     full=4, warmup=4, checkpoint_every_s=0.0))
 
 

@@ -69,7 +69,8 @@ def concat(a: L.LabelSet, b: L.LabelSet) -> L.LabelSet:
         (a.images, a.valid, a.labels, a.mesh, a.names), (b.images, b.valid, b.labels, b.mesh, b.names))))
 
 
-def batch_at(data: L.LabelSet, weights: np.ndarray, seed: int, step: int, batch: int, window: int = L.SIZE):
+def batch_at(data: L.LabelSet, weights: np.ndarray, seed: int, step: int, batch: int, window: int = L.SIZE,
+             hard: bool = False):
     """Training batch of ``step``: ``batch`` composed samples, as ([B,3,W,W] float 0..1, [B,W,W] int64 labels).
 
     A ``window`` below 128 takes a random window of each composed sample: the network is fully convolutional and
@@ -83,7 +84,7 @@ def batch_at(data: L.LabelSet, weights: np.ndarray, seed: int, step: int, batch:
     rng = step_rng(seed, step)
     images, labels = [], []
     for _ in range(batch):
-        image, label = compose(rng, data, int(rng.choice(len(data), p=weights)))
+        image, label = compose(rng, data, int(rng.choice(len(data), p=weights)), hard=hard)
         y, x = rng.integers(0, L.SIZE - window + 1, 2)
         images.append(to_tensor(image[y:y + window, x:x + window]))
         labels.append(torch.from_numpy(label[y:y + window, x:x + window].astype(np.int64)))
@@ -96,12 +97,13 @@ def to_tensor(image: np.ndarray):
     return torch.from_numpy(np.ascontiguousarray(image.transpose(2, 0, 1))).float() / 255.0
 
 
-def held_out_samples(data: L.LabelSet, count: int, seed: int = 12345) -> tuple[np.ndarray, np.ndarray]:
+def held_out_samples(data: L.LabelSet, count: int, seed: int = 12345,
+                     hard: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """The fixed held-out synthetic set: ``count`` composed samples of held-out photos (uint8 NHWC, labels)."""
     images, labels = [], []
     for k in range(count):
         rng = np.random.default_rng((seed, k))
-        image, label = compose(rng, data, k % len(data))
+        image, label = compose(rng, data, k % len(data), hard=hard)
         images.append(image)
         labels.append(label)
     return np.stack(images), np.stack(labels)

@@ -15,7 +15,7 @@ from tqdm import tqdm
 
 from .card import write_card
 from .data import DataConfig, label_sets
-from .train import TrainConfig, export, load_model, train
+from .train import TrainConfig, calibrated, export, load_model, train
 
 STAGES = ("labels", "train", "export", "report", "ship")
 WEIGHTS = Path(__file__).resolve().parents[2] / "facefuse" / "models" / "weights"
@@ -42,7 +42,7 @@ def run_chain(data_config: DataConfig, config: TrainConfig, until: str = "report
         return summary
     path = config.out / ONNX_NAME
     summary["onnx"] = str(path)
-    model = load_model(config)
+    model = calibrated(load_model(config), config.occluder_weight)
     summary["parity_max_abs_diff"] = export(model, path)
     summary["onnx_bytes"] = path.stat().st_size
     summary["parameters"] = sum(p.numel() for p in model.parameters())

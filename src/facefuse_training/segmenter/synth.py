@@ -10,7 +10,12 @@ or cut at random and pasted over real faces give exact per-pixel labels that no 
 - glasses: frames of random shape/colour/thickness placed from the eye landmarks, clear or tinted lenses; sunglasses
   and frames are ``OCCLUDER``, the eye seen through a clear lens keeps its own label;
 - hands (skin-coloured palm and fingers), random objects and textures, surgical masks over the lower face,
-  microphones (dark rod and ball): ``OCCLUDER``;
+  microphones (dark rod and ball, silver heads, headset booms), thin bars across the face (half of them
+  skin-coloured, shaded like a cylinder, with a cast shadow beside them) and fingers: ``OCCLUDER``;
+- hard negatives that keep their face labels (:func:`add_hard_negatives`): side shadows (a soft half-plane or a
+  ramp darkening to 0.15–0.6, sometimes tinted), darkened brows and eye sockets, beards and stubble on the lower
+  face, lipstick, eye shadow, eyeliner and blush — real photos have all of them and none is a thing in front of
+  the face, so none may be called an occluder;
 - then the usual photometric and geometric augmentation (colour, blur, noise, small affine), labels warped with
   nearest-neighbour sampling.
 
@@ -24,7 +29,7 @@ import numpy as np
 
 from facefuse.geometry.regions import FACE_OVAL, LEFT_EYE, LIPS_OUTER, RIGHT_EYE
 
-from .labels import BACKGROUND, HAIR, IGNORE, OCCLUDER, SIZE, SKIN, LabelSet
+from .labels import BACKGROUND, BROWS, EYES, HAIR, IGNORE, LIPS, NOSE, OCCLUDER, SIZE, SKIN, LabelSet
 
 Rng = np.random.Generator
 
@@ -295,10 +300,19 @@ def add_mask(rng: Rng, image: np.ndarray, labels: np.ndarray, mesh: np.ndarray,
     _paste(image, labels, layer, _soft(mask, 0.8), OCCLUDER)
 
 
-def add_microphone(rng: Rng, image: np.ndarray, labels: np.ndarray, mesh: np.ndarray) -> None:
+def add_microphone(rng: Rng, image: np.ndarray, labels: np.ndarray, mesh: np.ndarray, hard: bool = False) -> None:
     mouth = mesh[LIPS_OUTER].mean(0)
     _, left, right, top, bottom = _face_frame(mesh)
     width = right - left
+    if hard and rng.random() < 0.25:  # a headset boom: a thin rod from beside the ear to the mouth, a small foam head
+        side = left - 0.05 * width if rng.random() < 0.5 else right + 0.05 * width
+        ear = np.array([side, top + rng.uniform(0.4, 0.6) * (bottom - top)], np.float32)
+        head = mouth + rng.normal(0, 0.05, 2).astype(np.float32) * width
+        coverage, shading = _capsule(ear, head, rng.uniform(0.7, 1.8))
+        cv2.circle(coverage, tuple(np.int32(head)), int(width * rng.uniform(0.04, 0.09)), 1.0, -1)
+        colour = np.full(3, rng.uniform(10, 70), np.float32) if rng.random() < 0.7 else _random_colour(rng)
+        _paste(image, labels, colour * (0.6 + 0.4 * shading[..., None]), _soft(coverage, 0.4), OCCLUDER)
+        return
     ball = mouth + rng.normal(0, 0.15, 2) * width + np.array([0, rng.uniform(0, 0.3) * width])
     radius = width * rng.uniform(0.12, 0.25)
     angle = rng.uniform(np.pi * 0.25, np.pi * 0.75)
@@ -307,12 +321,206 @@ def add_microphone(rng: Rng, image: np.ndarray, labels: np.ndarray, mesh: np.nda
     cv2.line(mask, tuple(np.int32(ball)), tuple(np.int32(end)), 1.0, max(3, int(radius * rng.uniform(0.5, 0.9))))
     rod = mask.copy()
     cv2.circle(mask, tuple(np.int32(ball)), int(radius), 1.0, -1)
-    dark = rng.uniform(10, 60)
+    dark = rng.uniform(10, 60) if not hard or rng.random() < 0.7 else rng.uniform(120, 210)  # black or silver
     layer = np.full((SIZE, SIZE, 3), dark, np.float32) + 15 * _noise_field(rng, 16, 3)
     ys, xs = np.mgrid[0:SIZE, 0:SIZE]
     grille = ((xs + ys) % 3 == 0) | ((xs - ys) % 3 == 0)
     layer = np.where((grille & (rod < 0.5))[..., None], layer + rng.uniform(30, 120), layer)
     _paste(image, labels, layer, _soft(mask, 0.7), OCCLUDER)
+
+
+def _capsule(p0: np.ndarray, p1: np.ndarray, radius: float) -> tuple[np.ndarray, np.ndarray]:
+    """A rod from ``p0`` to ``p1`` with rounded ends: (anti-aliased coverage, cylinder shading 0.55..1 across it)."""
+    ys, xs = np.mgrid[0:SIZE, 0:SIZE].astype(np.float32)
+    axis = p1 - p0
+    length = max(float(np.linalg.norm(axis)), 1e-3)
+    u = axis / length
+    t = np.clip((xs - p0[0]) * u[0] + (ys - p0[1]) * u[1], 0, length)
+    distance = np.hypot(xs - (p0[0] + t * u[0]), ys - (p0[1] + t * u[1]))
+    coverage = np.clip(radius - distance + 0.5, 0, 1)
+    across = np.clip(distance / max(radius, 0.5), 0, 1)
+    return coverage, 0.55 + 0.45 * np.sqrt(1 - across**2)
+
+
+def _across_face(rng: Rng, mesh: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two points on a random line through the face, far enough apart that the line leaves the crop."""
+    _, left, right, top, bottom = _face_frame(mesh)
+    centre = rng.uniform([left + 0.1 * (right - left), top + 0.15 * (bottom - top)],
+                         [right - 0.1 * (right - left), bottom - 0.1 * (bottom - top)])
+    angle = rng.uniform(0, np.pi)
+    direction = np.array([np.cos(angle), np.sin(angle)], np.float32)
+    return centre - direction * SIZE * 1.5, centre + direction * SIZE * 1.5
+
+
+def _cast_shadow(rng: Rng, image: np.ndarray, coverage: np.ndarray) -> None:
+    """The shadow an object in front of the face throws beside itself (the face keeps its labels)."""
+    shift = rng.uniform(-4, 4, 2)
+    matrix = np.float32([[1, 0, shift[0]], [0, 1, shift[1]]])
+    shadow = _soft(cv2.warpAffine(coverage, matrix, (SIZE, SIZE)), rng.uniform(0.5, 2.5)) * (1 - coverage)
+    image[:] = image * (1 - shadow[..., None] * rng.uniform(0.15, 0.45))
+
+
+def add_bar(rng: Rng, image: np.ndarray, labels: np.ndarray, mesh: np.ndarray, skin: np.ndarray) -> None:
+    """A thin straight thing across the face (a pen, a stick, a cable, a microphone stand): 1.5–10 px wide at
+    128 px, half of them in the face's own skin colour so only its edges and shading tell it apart."""
+    p0, p1 = _across_face(rng, mesh)
+    if rng.random() < 0.4:  # one end on the face (a pen held up, a stick)
+        p1 = (p0 + p1) / 2 + (p1 - p0) / np.linalg.norm(p1 - p0) * rng.uniform(-10, 20)
+    coverage, shading = _capsule(p0, p1, rng.uniform(0.8, 5.0))
+    if rng.random() < 0.5:
+        colour = np.clip(skin * rng.uniform(0.85, 1.15, 3), 0, 255)
+    else:
+        colour = _random_colour(rng)
+    flat = rng.random() < 0.3
+    layer = colour * (1 + 0.08 * _noise_field(rng, 16)) * (1 if flat else shading[..., None])
+    if rng.random() < 0.6:
+        _cast_shadow(rng, image, coverage)
+    _paste(image, labels, layer, _soft(coverage, rng.uniform(0, 0.8)), OCCLUDER)
+
+
+def add_finger(rng: Rng, image: np.ndarray, labels: np.ndarray, mesh: np.ndarray, skin: np.ndarray) -> None:
+    """One or two fingers laid across the face from outside it: skin-coloured rounded rods with a nail."""
+    _, left, right, top, bottom = _face_frame(mesh)
+    width = right - left
+    tip = rng.uniform([left + 0.1 * width, top + 0.2 * (bottom - top)], [right - 0.1 * width, bottom])
+    angle = rng.uniform(0, 2 * np.pi)
+    direction = np.array([np.cos(angle), np.sin(angle)], np.float32)
+    radius = width * rng.uniform(0.06, 0.1)
+    normal = np.array([-direction[1], direction[0]], np.float32)
+    colour = np.clip(skin * rng.uniform(0.85, 1.15, 3), 0, 255)
+    for k in range(int(rng.choice([1, 1, 2]))):
+        end = tip + normal * 2.1 * radius * k - direction * rng.uniform(0, 0.3) * width * k
+        coverage, shading = _capsule(end, end - direction * SIZE, radius)
+        layer = colour * shading[..., None] * (1 + 0.08 * _noise_field(rng, 24))
+        nail, _ = _capsule(end - direction * radius * 0.9, end - direction * radius * 1.9, radius * 0.6)
+        if rng.random() < 0.5:
+            layer = layer * (1 - nail[..., None]) + np.clip(colour * 1.15 + 15, 0, 255) * nail[..., None]
+        if rng.random() < 0.5:
+            _cast_shadow(rng, image, coverage)
+        _paste(image, labels, layer, _soft(coverage, rng.uniform(0.3, 1.0)), OCCLUDER)
+
+
+# -- hard negatives: looks that belong to the face (labels unchanged) -------------------------------------------
+
+
+def _grown(mask: np.ndarray, pixels: int) -> np.ndarray:
+    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * pixels + 1, 2 * pixels + 1))
+    return cv2.dilate(mask.astype(np.uint8), kernel).astype(np.float32) if pixels > 0 else mask.astype(np.float32)
+
+
+def _tint(rng: Rng, darkness: float) -> np.ndarray:
+    """A per-channel factor of mean ``darkness``: grey, or a coloured (warm, cool, theatrical) cast."""
+    if rng.random() < 0.7:
+        return np.full(3, darkness, np.float32)
+    return np.clip(darkness * rng.uniform(0.6, 1.4, 3), 0.05, 1.0).astype(np.float32)
+
+
+def add_side_shadow(rng: Rng, image: np.ndarray, mesh: np.ndarray) -> None:
+    """Side light: one side of the face (and the scene) darkened to 0.15–0.6 beyond a soft, slightly wavy edge
+    near the nose, or a smooth ramp of darkening across the face."""
+    _, left, right, top, bottom = _face_frame(mesh)
+    width = right - left
+    ys, xs = np.mgrid[0:SIZE, 0:SIZE].astype(np.float32)
+    angle = rng.normal(0, 0.35) + (np.pi if rng.random() < 0.5 else 0)
+    if rng.random() < 0.15:
+        angle = rng.uniform(0, 2 * np.pi)  # light from above or below
+    centre = np.array([(left + right) / 2 + rng.normal(0, 0.15) * width, (top + bottom) / 2])
+    along = (xs - centre[0]) * np.cos(angle) + (ys - centre[1]) * np.sin(angle)
+    along = along + _noise_field(rng, 16)[..., 0] * rng.uniform(0, 0.08) * width
+    darkness = rng.uniform(0.15, 0.6)
+    if rng.random() < 0.3:  # a ramp across the whole face
+        shade = np.clip(0.5 + along / (width * rng.uniform(0.5, 1.2)), 0, 1)
+    else:
+        shade = 1 / (1 + np.exp(-along / max(0.3, rng.uniform(0.01, 0.12) * width)))
+    factor = 1 - shade[..., None] * (1 - _tint(rng, darkness))
+    lit = rng.uniform(1.0, 1.2)  # the lit side often brighter than the photo was
+    image[:] = np.clip(image * factor * (lit - (lit - 1) * shade[..., None]), 0, 255)
+
+
+def add_dark_features(rng: Rng, image: np.ndarray, labels: np.ndarray, mesh: np.ndarray) -> None:
+    """Heavy, dark brows (grown past the brow outline into the skin) and shadowed eye sockets."""
+    if rng.random() < 0.7:
+        brows = _soft(_grown(labels == BROWS, int(rng.integers(0, 3))), rng.uniform(0.5, 1.5))
+        image[:] = image * (1 - brows[..., None] * (1 - _tint(rng, rng.uniform(0.2, 0.6))))
+    if rng.random() < 0.7:
+        sockets = np.zeros((SIZE, SIZE), np.float32)
+        for eye in (mesh[RIGHT_EYE], mesh[LEFT_EYE]):
+            span = float(np.ptp(eye[:, 0]))
+            centre = eye.mean(0) - np.array([0, span * rng.uniform(0, 0.3)])
+            axes = (int(span * rng.uniform(0.6, 0.9)), int(span * rng.uniform(0.4, 0.7)))
+            cv2.ellipse(sockets, tuple(np.int32(centre)), axes, 0, 0, 360, 1.0, -1)
+        sockets = _soft(sockets, rng.uniform(2, 5))
+        image[:] = image * (1 - sockets[..., None] * (1 - _tint(rng, rng.uniform(0.35, 0.8))))
+
+
+def add_beard(rng: Rng, image: np.ndarray, labels: np.ndarray, mesh: np.ndarray) -> None:
+    """A beard, moustache or stubble on the lower face: dark hair texture or fine dots over the skin."""
+    oval, left, right, top, bottom = _face_frame(mesh)
+    nose_tip = mesh[4, 1]
+    ys = np.mgrid[0:SIZE, 0:SIZE][0].astype(np.float32)
+    lower = (labels == SKIN) | (labels == LIPS) | (labels == NOSE)
+    start = nose_tip + rng.uniform(-0.05, 0.1) * (bottom - top)
+    region = lower & (ys > start)
+    if rng.random() < 0.5:  # sideburns and cheeks too
+        region |= (labels == SKIN) & (ys > top + rng.uniform(0.35, 0.55) * (bottom - top)) & (
+            np.abs(np.mgrid[0:SIZE, 0:SIZE][1] - (left + right) / 2) > 0.3 * (right - left))
+    region &= labels != LIPS if rng.random() < 0.8 else np.ones_like(region)
+    ragged = region.astype(np.float32) + 0.4 * _noise_field(rng, 6)[..., 0] * _grown(region, 2)
+    alpha = _soft(ragged > 0.5, rng.uniform(1, 3))
+    colour = _hair_colour(rng) * rng.uniform(0.5, 1.0)
+    if rng.random() < 0.5:  # stubble: dots of hair colour, sparse to dense
+        dots = (rng.random((SIZE, SIZE)) < rng.uniform(0.2, 0.7)).astype(np.float32)
+        alpha = alpha * _soft(dots, 0.5) * rng.uniform(0.4, 0.9)
+        layer = np.broadcast_to(colour, (SIZE, SIZE, 3))
+    else:
+        layer = hair_texture(rng, colour, rng.uniform(1.2, 1.9))
+        alpha = alpha * rng.uniform(0.5, 0.95)
+    image[:] = image * (1 - alpha[..., None]) + layer * alpha[..., None]
+
+
+LIPSTICKS = np.array([[170, 25, 40], [200, 80, 110], [110, 30, 60], [220, 100, 80], [60, 20, 30], [150, 60, 70]],
+                     np.float32)
+
+
+def add_makeup(rng: Rng, image: np.ndarray, labels: np.ndarray, mesh: np.ndarray) -> None:
+    """Lipstick, eye shadow, eyeliner and blush: colour on the face, shading kept."""
+    luminance = image.mean(-1, keepdims=True) / max(float(image[labels == SKIN].mean()) if (labels == SKIN).any()
+                                                    else 128.0, 1.0)
+    if rng.random() < 0.7:
+        lips = _soft(labels == LIPS, rng.uniform(0.3, 1.0))[..., None] * rng.uniform(0.4, 0.85)
+        colour = LIPSTICKS[rng.integers(len(LIPSTICKS))] * rng.uniform(0.85, 1.15, 3)
+        image[:] = image * (1 - lips) + np.clip(colour * luminance, 0, 255) * lips
+    if rng.random() < 0.6:
+        lids = np.zeros((SIZE, SIZE), np.float32)
+        for eye in (mesh[RIGHT_EYE], mesh[LEFT_EYE]):
+            span = float(np.ptp(eye[:, 0]))
+            centre = eye.mean(0) - np.array([0, span * rng.uniform(0.15, 0.35)])
+            cv2.ellipse(lids, tuple(np.int32(centre)), (int(span * 0.65), int(span * rng.uniform(0.25, 0.45))),
+                        0, 0, 360, 1.0, -1)
+        lids = _soft(lids * (labels != EYES), rng.uniform(1, 3))[..., None] * rng.uniform(0.3, 0.75)
+        colour = _random_colour(rng) if rng.random() < 0.6 else np.array([40, 30, 30], np.float32)
+        image[:] = image * (1 - lids) + np.clip(colour * luminance, 0, 255) * lids
+    if rng.random() < 0.4:
+        liner = _grown(labels == EYES, 1) - (labels == EYES)
+        liner = _soft(liner, 0.4)[..., None] * rng.uniform(0.5, 0.9)
+        image[:] = image * (1 - liner) + 20 * liner
+    if rng.random() < 0.3:
+        _, left, right, top, bottom = _face_frame(mesh)
+        blush = np.zeros((SIZE, SIZE), np.float32)
+        for x in (left + 0.22 * (right - left), right - 0.22 * (right - left)):
+            cv2.circle(blush, (int(x), int(top + 0.6 * (bottom - top))), int(0.12 * (right - left)), 1.0, -1)
+        blush = _soft(blush * (labels == SKIN), 4)[..., None] * rng.uniform(0.1, 0.3)
+        image[:] = image * (1 - blush) + np.array([220, 90, 110], np.float32) * luminance * blush
+
+
+def add_hard_negatives(rng: Rng, image: np.ndarray, labels: np.ndarray, mesh: np.ndarray) -> None:
+    """Beard, make-up and dark features before the occluders (they are on the face); the labels do not change."""
+    if rng.random() < 0.25:
+        add_beard(rng, image, labels, mesh)
+    if rng.random() < 0.2:
+        add_makeup(rng, image, labels, mesh)
+    if rng.random() < 0.25:
+        add_dark_features(rng, image, labels, mesh)
 
 
 # -- the sample --------------------------------------------------------------------------------------------------
@@ -327,8 +535,19 @@ def _keep_mask(rng: Rng, labels: np.ndarray, valid: np.ndarray) -> np.ndarray:
     return _soft(keep, rng.uniform(0.5, 1.5))
 
 
-def compose(rng: Rng, data: LabelSet, index: int, occlusion: float = 0.8) -> tuple[np.ndarray, np.ndarray]:
-    """Sample ``index`` of ``data`` in a random scene, with random occluders; (uint8 RGB, uint8 labels)."""
+# occluder kinds and their shares: the shipped (round 2) recipe, and with ``hard`` (round 4's trial, not shipped)
+KINDS = ["fringe", "strands", "glasses", "hand", "object", "mask", "microphone"]
+SHARES = [0.17, 0.16, 0.22, 0.13, 0.12, 0.12, 0.08]
+HARD_KINDS = KINDS + ["bar", "finger"]
+HARD_SHARES = [0.14, 0.13, 0.2, 0.09, 0.09, 0.08, 0.08, 0.12, 0.07]
+
+
+def compose(rng: Rng, data: LabelSet, index: int, occlusion: float = 0.8,
+            hard: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Sample ``index`` of ``data`` in a random scene, with random occluders; (uint8 RGB, uint8 labels).
+
+    ``hard`` adds the hard negatives (:func:`add_hard_negatives`, side shadows) and the bars and fingers; off, the
+    random stream is exactly the shipped recipe's, so ``make train-segmenter`` still reproduces the shipped model."""
     photo = data.images[index].astype(np.float32)
     labels = data.labels[index].copy()
     mesh = data.mesh[index].astype(np.float32)
@@ -349,10 +568,11 @@ def compose(rng: Rng, data: LabelSet, index: int, occlusion: float = 0.8) -> tup
     # the photo's own undecided pixels that show around the face stay undecided
     out_labels[kept & (labels == IGNORE)] = IGNORE
 
+    if hard:
+        add_hard_negatives(rng, image, out_labels, mesh)
     if rng.random() < occlusion:
         for _ in range(int(rng.choice([1, 1, 1, 2, 2, 3]))):
-            kind = rng.choice(["fringe", "strands", "glasses", "hand", "object", "mask", "microphone"],
-                              p=[0.17, 0.16, 0.22, 0.13, 0.12, 0.12, 0.08])
+            kind = rng.choice(HARD_KINDS, p=HARD_SHARES) if hard else rng.choice(KINDS, p=SHARES)
             if kind in ("fringe", "strands"):
                 mask, angle = strands_mask(rng, mesh, kind == "fringe")
                 _paste(image, out_labels, hair_texture(rng, _hair_colour(rng), angle), _soft(mask, 0.4), HAIR)
@@ -364,8 +584,14 @@ def compose(rng: Rng, data: LabelSet, index: int, occlusion: float = 0.8) -> tup
                 add_object(rng, image, out_labels, mesh, data)
             elif kind == "mask":
                 add_mask(rng, image, out_labels, mesh)
+            elif kind == "bar":
+                add_bar(rng, image, out_labels, mesh, skin)
+            elif kind == "finger":
+                add_finger(rng, image, out_labels, mesh, skin)
             else:
-                add_microphone(rng, image, out_labels, mesh)
+                add_microphone(rng, image, out_labels, mesh, hard)
+    if hard and rng.random() < 0.35:  # side light falls on the face, the scene and whatever is in front alike
+        add_side_shadow(rng, image, mesh)
     return augment(rng, image, out_labels)
 
 

@@ -19,7 +19,7 @@ from ..common.export import check_parity, export_onnx
 from ..common.loop import LoopSpec, train_loop
 from ..common.seeding import limit_threads, seed_everything
 from .data import batch_at
-from .labels import IGNORE, SIZE, LabelSet
+from .labels import IGNORE, OCCLUDER, SIZE, LabelSet
 from .model import NUM_CLASSES, FaceSegmenter, from_onnx
 
 PARITY_TOLERANCE = 1e-4
@@ -39,6 +39,8 @@ class TrainConfig:
     widths: tuple[int, int, int, int] = (16, 32, 64, 128)
     full: int = 8
     dice_weight: float = 0.5
+    occluder_weight: float = 1.0  # cross-entropy weight of occluder pixels (round 4's trial: 3, not shipped)
+    hard_examples: bool = False  # synth.compose's hard negatives, bars and fingers (round 4's trial, not shipped)
     threads: int = 1
     checkpoint_every_s: float = 120.0
     progress: bool = True
@@ -46,8 +48,8 @@ class TrainConfig:
     init: Path | None = None  # an exported ONNX model to continue training (a fine-tune; its batch norm folded)
 
     def model(self) -> FaceSegmenter:
-        if self.init is not None:
-            return from_onnx(self.init, self.widths, self.full)
+        if self.init is not None:  # an exported file is calibrated (see calibrated): undone for training
+            return calibrated(from_onnx(self.init, self.widths, self.full), 1.0 / self.occluder_weight)
         return FaceSegmenter(self.widths, self.full)
 
     @property
@@ -58,9 +60,16 @@ class TrainConfig:
         return self.crop if step < int(self.steps * self.crop_share) else SIZE
 
 
-def loss_fn(logits: torch.Tensor, labels: torch.Tensor, dice_weight: float) -> torch.Tensor:
-    """Cross-entropy plus a soft Dice term (Dice pushes the IoU of small classes: eyes, brows, frames)."""
-    ce = F.cross_entropy(logits, labels, ignore_index=IGNORE)
+def loss_fn(logits: torch.Tensor, labels: torch.Tensor, dice_weight: float,
+            occluder_weight: float = 1.0) -> torch.Tensor:
+    """Cross-entropy plus a soft Dice term (Dice pushes the IoU of small classes: eyes, brows, frames); occluder
+    pixels weigh ``occluder_weight`` in the cross-entropy: a 2 px bar across a cheek is ~1 % of a crop, and
+    unweighted its loss is lost beside the skin's (round 3's fine-tunes with bars never learnt them)."""
+    per_pixel = F.cross_entropy(logits, labels, ignore_index=IGNORE, reduction="none")
+    weights = (labels != IGNORE).float()
+    if occluder_weight != 1.0:
+        weights = weights * torch.where(labels == OCCLUDER, occluder_weight, 1.0)
+    ce = (per_pixel * weights).sum() / (labels != IGNORE).sum().clamp(min=1)
     if dice_weight == 0:
         return ce
     known = (labels != IGNORE).unsqueeze(1).float()
@@ -84,8 +93,9 @@ def train(config: TrainConfig, data: LabelSet) -> list[dict[str, float]]:
     def loss_at(step: int) -> tuple[torch.Tensor, dict[str, float]]:
         if step == config.stop_at:
             raise Interrupted(step)
-        images, labels = batch_at(data, weights, config.seed, step, config.batch, config.window(step))
-        return loss_fn(model(images), labels, config.dice_weight), {}
+        images, labels = batch_at(data, weights, config.seed, step, config.batch, config.window(step),
+                                  config.hard_examples)
+        return loss_fn(model(images), labels, config.dice_weight, config.occluder_weight), {}
 
     spec = LoopSpec(steps=config.steps, lr=config.lr, weight_decay=config.weight_decay, warmup_steps=config.warmup,
                     checkpoint=config.checkpoint, checkpoint_every_s=config.checkpoint_every_s,
@@ -114,6 +124,20 @@ def load_model(config: TrainConfig) -> FaceSegmenter:
     state = torch.load(config.checkpoint, map_location="cpu", weights_only=True)
     model.load_state_dict(state["modules"]["model"])
     return model.eval()
+
+
+def calibrated(model: FaceSegmenter, occluder_weight: float) -> FaceSegmenter:
+    """The trained network with its occluder logit lowered by log(``occluder_weight``), in place.
+
+    Weighting occluder pixels ×w in the cross-entropy moves its optimum from p to w·p / (w·p + 1 − p): every
+    occluder probability comes out inflated (round 4's weighted run called much of the held-out faces occluder
+    before this shift). Subtracting log w from that class's logit undoes exactly this (logit adjustment, Menon et al., ICLR 2021), so the weighted loss
+    still spends its gradient on thin bars and frames while the exported probabilities mean what the segment
+    stage's 0.35 floor assumes."""
+    if occluder_weight != 1.0:
+        with torch.no_grad():
+            model.head[-1].bias[OCCLUDER] -= float(np.log(occluder_weight))
+    return model
 
 
 def export(model: FaceSegmenter, path: Path) -> float:
