@@ -179,6 +179,7 @@ def main() -> None:
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated variant names")
     assert not any("," in name for name in VARIANTS), "variant names are comma-separated on the command line"
     parser.add_argument("--section", default="identity_ablation")
+    parser.add_argument("--title", default="", help="what this run compares, added to the section's heading")
     parser.add_argument("--segmenter", action="append", default=[], metavar="NAME=PATH",
                         help="also run each variant with this segmenter ONNX file in place of the package's (a "
                              "retrained model against the shipped one); repeatable")
@@ -213,7 +214,7 @@ def main() -> None:
                     f"{np.mean(tally.mean_dl):.2f} | {100 * np.mean(largest <= 1.0):.0f} % | "
                     f"{np.median(tally.sharpness):.2f} |")
         print(rows[-1], flush=True)
-    title = "Identity ablation" if args.section == "identity_ablation" else f"Identity ablation, {args.section}"
+    title = "Identity ablation" + (f", {args.title}" if args.title else "")
     lines = [f"## {title} (`benchmarks/identity_ablation.py`)", "",
              f"Machine: {machine()}. Run: `{' '.join(sys.argv[1:]) or 'defaults'}`. {len(subset)} cross-person pairs "
              f"(face-api-js and faces/hard/same-person, targets: the first {args.people} people of each), one change "
