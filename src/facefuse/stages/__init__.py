@@ -63,15 +63,16 @@ class Models:
 def default_stages(models: Models, analysis: AnalysisConfig) -> Pipeline:
     """The one ordered list."""
     gate = Gate(analysis.quality, models.cache)
+    segment = Segment(models.segmenter)
     return Pipeline([
         Decode(analysis.limits, models.cache),
         Detect(models.analyzer),
         Landmarks(models.analyzer, models.cache),
         gate,
         Restore(models.restorer, gate),
-        Align(),
+        Align(segment.start_photo),  # the photo's crop is segmented beside the render
         Render(models.engine),
-        Segment(models.segmenter),
+        segment,
         Relight(),
         Blend(),
         Post(models.restorer),
