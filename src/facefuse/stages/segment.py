@@ -4,7 +4,6 @@ disallows the non-commercial segmenter (then with a note), leaves the engine's g
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
@@ -14,6 +13,7 @@ import cv2
 import numpy as np
 
 from ..analysis.segmentation import SEGMENT_SIZE, FaceSegmenter
+from ..background import in_background
 from ..fusion.occlusion import occlusion_masks
 from .base import Stage
 from .record import Record
@@ -55,16 +55,8 @@ class Segment(Stage):
         if segmenter is None:
             return None
         small = cv2.resize(crop, (SEGMENT_SIZE, SEGMENT_SIZE), interpolation=cv2.INTER_AREA)
-        future: Future[np.ndarray] = Future()
-
-        def run() -> None:
-            try:
-                future.set_result(segmenter.probabilities(small[None])[0])
-            except BaseException as exc:  # raised by the segment stage, on the fusion's thread
-                future.set_exception(exc)
-
-        threading.Thread(target=run, name="facefuse-photo-segment", daemon=True).start()
-        return future
+        # its error, if any, is raised by the segment stage, on the fusion's thread
+        return in_background(lambda: segmenter.probabilities(small[None])[0], "facefuse-photo-segment")
 
 
 @dataclass(frozen=True)
