@@ -225,7 +225,7 @@ class Fuser:
 
 def _on_a_thread(stages: Pipeline, record: Record) -> Future[Record]:
     """``stages(record)`` on a new thread (one per call: nothing shared between requests, no pool to size)."""
-    return in_background(lambda: stages(record), "facefuse-target-analysis")
+    return in_background(lambda: stages(record))
 
 
 def _given(image: ImageInput | ImageAnalysis, role: str, options: FusionOptions, must_fuse: bool = True) -> Record:

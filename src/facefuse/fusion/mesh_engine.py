@@ -219,7 +219,7 @@ class MeshFusionEngine:
         # the new face (the costliest resampling: the whole crop, bicubic) is made on a second thread while this
         # one draws the masks and resamples the target: neither needs the other, and a photo's fusion has the second
         # core idle here (720p: ~6 ms of the render's ~30 overlap)
-        warping = in_background(new_face, "facefuse-render-source")
+        warping = in_background(new_face)
         # the target's pixels move up to the ring, so the region that may change reaches half way to it; the
         # source's face covers the whole oval: the target's jaw line and cheeks reshaped, not its skin
         mask, keep, region = face_masks(dest, size, feature, region_scale=(1 + RING_SCALE) / 2, region_feather=2,

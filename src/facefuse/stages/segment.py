@@ -56,7 +56,7 @@ class Segment(Stage):
             return None
         small = cv2.resize(crop, (SEGMENT_SIZE, SEGMENT_SIZE), interpolation=cv2.INTER_AREA)
         # its error, if any, is raised by the segment stage, on the fusion's thread
-        return in_background(lambda: segmenter.probabilities(small[None])[0], "facefuse-photo-segment")
+        return in_background(lambda: segmenter.probabilities(small[None])[0])
 
 
 @dataclass(frozen=True)
