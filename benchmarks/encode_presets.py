@@ -71,7 +71,7 @@ def main() -> None:
                     if run == 0:
                         quality[(name, preset)] = psnr(frames[name], out)
         load_after = os.getloadavg()[0]
-    lines = ["## Video encoder presets (`benchmarks/encode_presets.py`)", "",
+    lines = ["## Encoder presets for video (`benchmarks/encode_presets.py`)", "",
              (f"Machine: {header}. The pipeline's own segment encoder (libx264, CRF 20, no B-frames, its own "
               f"thread), {args.runs} runs per preset taking turns; CPU is the process's (every thread) per frame, "
               "median; PSNR of the decoded output to the frames encoded. Load average (1 min) at the start / end: "
