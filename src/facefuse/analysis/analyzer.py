@@ -36,10 +36,6 @@ REFINE_ANGLE = np.radians(5.0)
 # photos are analysed on a copy whose longer side is at most this: the detectors see 128–640 px anyway, FaceMesh
 # sees 192 px, and a 25 MP photo no longer costs full-size rotated and padded copies for the retries
 ANALYSIS_MAX_SIDE = 1920
-# ... but only a photo at least this many times too large is copied: the copy of a photo a little larger (a
-# 970×2204 portrait to 845×1920: 5 ms CPU, half of its detect stage) saved the detector and FaceMesh nothing, and
-# the retries' rotated copies of a photo under twice the size cost at most 4× those of the copy, on the rare retry
-COPY_FROM_FACTOR = 2.0
 # a face found only in a turned view whose head is still tilted more than this is looked for again in the view
 # that turns it upright (a photo turned 180° is often first found, sideways, in the 90° view)
 UPRIGHT_ROLL = 45.0
@@ -84,10 +80,9 @@ class Detected:
 
 
 def analysis_copy(image: np.ndarray, max_side: int = ANALYSIS_MAX_SIDE) -> tuple[np.ndarray, float]:
-    """The image reduced (area-averaged) so its longer side is at most ``max_side``, and the scale used; an image
-    less than ``COPY_FROM_FACTOR`` times that large is used as it is."""
+    """The image reduced (area-averaged) so its longer side is at most ``max_side``, and the scale used."""
     scale = min(1.0, max_side / max(image.shape[:2]))
-    if scale * COPY_FROM_FACTOR > 1.0:
+    if scale >= 1.0:
         return image, 1.0
     width, height = max(1, round(image.shape[1] * scale)), max(1, round(image.shape[0] * scale))
     return area_resize(image, width, height), width / image.shape[1]
