@@ -1,8 +1,9 @@
 """The video encoder's share of a frame, per x264 preset: CPU ms per frame of the pipeline's own encoder
 (:class:`facefuse.video.io.SegmentEncoder`, CRF 20, no B-frames, on its thread), bytes per frame and PSNR of the
-decoded output to the frames given. Why: at 720p the encode stage was busy ~36 ms per frame, a quarter of a frame's
-CPU on two cores (issue 19); a faster preset keeps CRF's quality target and spends bits instead of CPU.
-The presets take turns run by run. Writes benchmarks/results/encode_presets.md."""
+decoded output to the frames given; and, per preset, the real clip fused (biden.jpg, defaults) with
+benchmarks/video.py's stability measures of the output against the clip. Why: at 720p the encode stage was busy
+~36 ms per frame, a quarter of a frame's CPU on two cores (issue 19); a faster preset keeps CRF's quality target
+and spends bits instead of CPU. The presets take turns run by run. Writes benchmarks/results/encode_presets.md."""
 
 from __future__ import annotations
 
@@ -17,8 +18,11 @@ import numpy as np
 from common import REPO, machine, median, write_section
 
 sys.path.insert(0, str(REPO / "benchmarks"))
-from video import HAMILTON, portrait_clip, rgb_frames  # noqa: E402
+from video import HAMILTON, SOURCE, portrait_clip, rgb_frames, stability  # noqa: E402
 
+from facefuse.fusion.engine import FusionOptions  # noqa: E402
+from facefuse.pipeline import Fuser  # noqa: E402
+from facefuse.video import fuse_video  # noqa: E402
 from facefuse.video.io import SegmentEncoder, probe  # noqa: E402
 from facefuse.video.options import VideoOptions  # noqa: E402
 
@@ -71,6 +75,14 @@ def main() -> None:
                     if run == 0:
                         quality[(name, preset)] = psnr(frames[name], out)
         load_after = os.getloadavg()[0]
+        fuser, clip_frames, steady = Fuser(), rgb_frames(HAMILTON), {}
+        for preset in PRESETS:
+            out = work / f"fused-{preset}.mp4"
+            fuse_video(SOURCE, HAMILTON, out, FusionOptions(visible_label=False), VideoOptions(preset=preset),
+                       fuser=fuser)
+            measured = stability(fuser, clip_frames, rgb_frames(out))
+            steady[preset] = tuple(measured[f"{k}_output"] - measured[f"{k}_target"]
+                                   for k in ("motion", "jitter", "flicker"))
     lines = ["## Encoder presets for video (`benchmarks/encode_presets.py`)", "",
              (f"Machine: {header}. The pipeline's own segment encoder (libx264, CRF 20, no B-frames, its own "
               f"thread), {args.runs} runs per preset taking turns; CPU is the process's (every thread) per frame, "
@@ -82,6 +94,10 @@ def main() -> None:
             key = (name, preset)
             lines.append(f"| {name} | {preset}{' (default)' if preset == VideoOptions().preset else ''} | "
                          f"{median(cpu[key]):.1f} | {size[key]:.1f} | {quality[key]:.2f} dB |")
+    lines += ["", ("The real clip fused with each preset (biden.jpg, defaults, no visible mark), output − clip as in "
+                   "benchmarks/video.py's stability table (≤ 0: no more than the input):"), "",
+              "| preset | motion | jitter | flicker |", "|---|---|---|---|"]
+    lines += [f"| {preset} | {m:+.2f} | {j:+.2f} | {f:+.2f} |" for preset, (m, j, f) in steady.items()]
     write_section("encode_presets", "\n".join(lines))
     print("\n".join(lines))
 

@@ -168,7 +168,7 @@ def main() -> None:
     judge = IdentityJudge(fuser.store, fuser.runtime)
     lines = ["## Video", "", (f"`benchmarks/video.py{' --quick' if args.quick else ''}` on {machine()}; the VM was "
              "shared with other jobs, so wall-clock figures are noisy: CPU ms per frame is the steadier one. "
-             "Source `biden.jpg`, mesh engine, default options (detection every 10 frames, x264 superfast CRF 20, "
+             "Source `biden.jpg`, mesh engine, default options (detection every 10 frames, x264 veryfast CRF 20, "
              "visible label on)."), ""]
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)

@@ -7,12 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import cv2
 import numpy as np
 import pytest
 from video_clips import camera, load, write_clip
 
-from facefuse.analysis.segmentation import SEGMENT_SIZE
 from facefuse.fusion.engine import FusionOptions
 from facefuse.jobs import PhotoTask, fuse_photos
 from facefuse.pipeline import Fuser, FuserConfig
@@ -134,35 +132,3 @@ def test_post_fusion_enhancement_runs_as_the_post_stage_and_never_softens(uncach
     face = uncached.analyze(target, "target").faces[0]
     zone = skin_zone(face, plain.image.shape)
     assert skin_sharpness(enhanced.image, zone) >= skin_sharpness(plain.image, zone)
-
-
-@dataclass(frozen=True, eq=False)
-class FaceRecorder(Recorder):
-    """A :class:`Recorder` among the per-face stages (it sees each face's aligned crop and render)."""
-
-    per_face = True
-
-
-def test_a_photos_crop_is_segmented_beside_the_render_as_in_one_batch(uncached: Fuser, rec: Path) -> None:
-    recorder = FaceRecorder()
-    fuser = uncached.with_stage(recorder, after="render")
-    photo = fuser.fuse(rec / "biden.jpg", rec / "obama.jpg")
-    (seen,) = recorder.seen
-    assert seen.aligned is not None and seen.rendered is not None and seen.aligned.photo_parsing is not None
-    # the align stage started it; the segment stage then runs the new face alone: the same probabilities as the
-    # batch of both crops it ran before, so the same masks and pixels
-    segmenter = uncached.segmenter()
-    assert segmenter is not None
-    crops = np.stack([cv2.resize(c, (SEGMENT_SIZE, SEGMENT_SIZE), interpolation=cv2.INTER_AREA)
-                      for c in (seen.aligned.crop, seen.rendered.crop)])
-    assert np.array_equal(seen.aligned.photo_parsing.result(), segmenter.probabilities(crops)[0])
-    assert "segment" in photo.timings_ms
-
-    # not started where the segment stage does not run the model, nor for video and live frames (they fuse on a
-    # thread per core already, and a video carries the segmenter's output along a track)
-    recorder.seen.clear()
-    fuser.fuse(rec / "biden.jpg", rec / "obama.jpg", FusionOptions(segmentation="off"))
-    options = FusionOptions()
-    frame = load(rec / "obama-480p.jpg")
-    fuser.fuse_frame(fuser.prepare(rec / "biden.jpg", options), frame, fuser.analyzer.find(frame), options)
-    assert [r.aligned.photo_parsing for r in recorder.seen if r.aligned is not None] == [None, None]

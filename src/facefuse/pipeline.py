@@ -22,7 +22,6 @@ from .analysis.cache import AnalysisCache
 from .analysis.segmentation import SEGMENTER_MODEL, FaceSegmenter
 from .analysis.select import parse_face_choice
 from .analysis.types import Face, ImageAnalysis
-from .background import in_background
 from .config import AnalysisConfig, RuntimeConfig, StoreConfig
 from .errors import FacefuseError
 from .fusion.engine import FusionEngine, FusionOptions
@@ -225,7 +224,16 @@ class Fuser:
 
 def _on_a_thread(stages: Pipeline, record: Record) -> Future[Record]:
     """``stages(record)`` on a new thread (one per call: nothing shared between requests, no pool to size)."""
-    return in_background(lambda: stages(record))
+    future: Future[Record] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(stages(record))
+        except BaseException as exc:  # handed to the caller, which raises it
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="facefuse-target-analysis", daemon=True).start()
+    return future
 
 
 def _given(image: ImageInput | ImageAnalysis, role: str, options: FusionOptions, must_fuse: bool = True) -> Record:

@@ -19,7 +19,6 @@ from scipy.spatial import cKDTree
 
 from ..analysis.pose import face_axes
 from ..analysis.types import Face
-from ..background import in_background
 from ..geometry import align, mesh
 from ..geometry.align import crop_template
 from ..geometry.regions import (FACE_OVAL, IDENTITY_POINTS, LIPS_INNER, LIPS_OUTER, MOUTH_GROUP, face_masks, feather,
@@ -207,19 +206,6 @@ class MeshFusionEngine:
             sources.append(np.concatenate([np.column_stack([weights, np.zeros_like(weights)]),
                                            np.zeros((len(ring_s) + len(fixed), 2))]))
         tables = mesh.remap_tables(ids, sources, dst_all, triangles, MAP_STEP)
-
-        def new_face() -> np.ndarray:
-            warped = photo_warp(source.payload["image"], source_to_crop, tables[1])
-            if mirror is None:
-                return warped
-            mirror_texture = photo_warp(source.payload["image"], source_to_crop, tables[2])
-            weight = np.clip(tables[3][0], 0.0, 1.0)
-            return cv2.blendLinear(mirror_texture, warped, weight, 1.0 - weight)
-
-        # the new face (the costliest resampling: the whole crop, bicubic) is made on a second thread while this
-        # one draws the masks and resamples the target: neither needs the other, and a photo's fusion has the second
-        # core idle here (720p: ~6 ms of the render's ~30 overlap)
-        warping = in_background(new_face)
         # the target's pixels move up to the ring, so the region that may change reaches half way to it; the
         # source's face covers the whole oval: the target's jaw line and cheeks reshaped, not its skin
         mask, keep, region = face_masks(dest, size, feature, region_scale=(1 + RING_SCALE) / 2, region_feather=2,
@@ -234,8 +220,12 @@ class MeshFusionEngine:
         if box is not None:
             table = (tables[0][0][box], tables[0][1][box])
             warped_target[box] = mesh.warp(target_crop, *table) if photo is None else photo_warp(photo, to_crop, table)
+        warped_source = photo_warp(source.payload["image"], source_to_crop, tables[1])
+        if mirror is not None:
+            mirror_texture = photo_warp(source.payload["image"], source_to_crop, tables[2])
+            weight = np.clip(tables[3][0], 0.0, 1.0)
+            warped_source = cv2.blendLinear(mirror_texture, warped_source, weight, 1.0 - weight)
         skin = skin_mask(dest, size)
-        warped_source = warping.result()
         if options.makeup == "target":
             warped_source = tone_makeup(warped_source, warped_target, dest, skin)
 

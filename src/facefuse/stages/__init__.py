@@ -63,16 +63,15 @@ class Models:
 def default_stages(models: Models, analysis: AnalysisConfig) -> Pipeline:
     """The one ordered list."""
     gate = Gate(analysis.quality, models.cache)
-    segment = Segment(models.segmenter)
     return Pipeline([
         Decode(analysis.limits, models.cache),
         Detect(models.analyzer),
         Landmarks(models.analyzer, models.cache),
         gate,
         Restore(models.restorer, gate),
-        Align(segment.start_photo),  # the photo's crop is segmented beside the render
+        Align(),
         Render(models.engine),
-        segment,
+        Segment(models.segmenter),
         Relight(),
         Blend(),
         Post(models.restorer),

@@ -7,7 +7,6 @@ record can be shared (a prepared source by every target of a batch and every fra
 
 from __future__ import annotations
 
-from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
@@ -37,9 +36,6 @@ class AlignedFace:
 
     matrix: np.ndarray  # (2, 3) image → crop
     crop: np.ndarray  # (size, size, 3) uint8
-    # a photo's face: the segmenter's probabilities of ``crop``, computed on a thread beside the render (see
-    # :meth:`facefuse.stages.segment.Segment.start_photo`); None where the segment stage computes them itself
-    photo_parsing: Future[np.ndarray] | None = None
 
 
 @dataclass(frozen=True, eq=False)

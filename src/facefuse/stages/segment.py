@@ -5,15 +5,12 @@ disallows the non-commercial segmenter (then with a note), leaves the engine's g
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import Any
 
-import cv2
 import numpy as np
 
-from ..analysis.segmentation import SEGMENT_SIZE, FaceSegmenter
-from ..background import in_background
+from ..analysis.segmentation import FaceSegmenter
 from ..fusion.occlusion import occlusion_masks
 from .base import Stage
 from .record import Record
@@ -39,24 +36,7 @@ class Segment(Stage):
         if record.face is not None and record.face.parsing is not None:
             # a video: the segmenter runs on every n-th frame of the face's track, the frames between reuse it
             segmenter = _Carried(segmenter, record.face.parsing)  # type: ignore[assignment]
-        elif record.aligned.photo_parsing is not None:
-            segmenter = _PhotoDone(segmenter, record.aligned.photo_parsing)  # type: ignore[assignment]
         return replace(record, masks=occlusion_masks(segmenter, record.rendered, record.aligned.crop))
-
-    def start_photo(self, record: Record, crop: np.ndarray) -> Future[np.ndarray] | None:
-        """The segmenter on a photo's aligned ``crop`` (the target as photographed), started by the align stage on
-        a thread of its own, so that it runs beside the render: it needs nothing the render makes, and after the
-        two analyses a photo's fusion otherwise leaves the second core idle. Only for photos: video and live frames
-        already fuse on a thread per core, and carry the segmenter's output along a track. None where this stage
-        will not run the segmenter."""
-        if record.role != "target" or not self.wanted(record):
-            return None
-        segmenter = self.segmenter()
-        if segmenter is None:
-            return None
-        small = cv2.resize(crop, (SEGMENT_SIZE, SEGMENT_SIZE), interpolation=cv2.INTER_AREA)
-        # its error, if any, is raised by the segment stage, on the fusion's thread
-        return in_background(lambda: segmenter.probabilities(small[None])[0])
 
 
 @dataclass(frozen=True)
@@ -69,16 +49,3 @@ class _Carried:
 
     def probabilities(self, crops: np.ndarray) -> np.ndarray:
         return self.turn(lambda: self.segmenter.probabilities(crops))
-
-
-@dataclass(frozen=True)
-class _PhotoDone:
-    """The segmenter as a photo's face sees it: the photo's crop (the first of ``crops``) was segmented beside the
-    render (:meth:`Segment.start_photo`; the model gives each crop of a batch the same output as alone), so only
-    the new face is run now."""
-
-    segmenter: FaceSegmenter
-    photo: Future[np.ndarray]
-
-    def probabilities(self, crops: np.ndarray) -> np.ndarray:
-        return np.stack([self.photo.result(), self.segmenter.probabilities(crops[1:])[0]])

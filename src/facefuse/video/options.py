@@ -28,10 +28,10 @@ class VideoOptions(Options):
     bitrate: int | None = option(None, "Bit rate", "video bits per second; replaces --crf when given",
                                  ge=10_000, le=1_000_000_000)
     codec: Literal["libx264", "libx265", "mpeg4"] = option("libx264", "Codec", "output video encoder")
-    # superfast by measurement (benchmarks/encode_presets.py): against veryfast, encode CPU per frame 23 → 17 ms at
-    # 720p and 47 → 29 ms at 1080p, at CRF 20 the same or higher PSNR (+1.1 dB), files ~1.7–1.9× larger
+    # veryfast kept (benchmarks/encode_presets.py): superfast spends less CPU per frame and keeps PSNR at CRF 20,
+    # but the real clip's fused output then jitters and flickers more against its input (still under the input's)
     preset: Literal["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow"] = option(
-        "superfast", "Preset", "x264/x265 speed preset (slower: smaller file at the same quality)")
+        "veryfast", "Preset", "x264/x265 speed preset (slower: smaller file at the same quality)")
     smoothing: bool = option(True, "Temporal smoothing", "One-Euro filtering of the landmarks and a running "
                              "average of the colour correction, so the face neither jitters nor flickers")
     landmark_min_cutoff: float = option(1.0, "Landmark cut-off", "Hz: One-Euro cut-off for a still face (lower: "
