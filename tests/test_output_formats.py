@@ -13,7 +13,8 @@ from PIL import Image
 from facefuse.cli import build_parser
 from facefuse.cli.options import model_from_args
 from facefuse.errors import FacefuseError
-from facefuse.imageio import OUTPUTS, decode_image, encode_image, output_format
+from facefuse.imageio import (_XMP_LABEL, AI_LABEL_DESCRIPTION, OUTPUTS, decode_image, encode_image, output_format,
+                             read_label)
 from facefuse.serve.negotiation import image_format_wanted
 from facefuse.serve.openapi import FuseAnswer
 from facefuse.stages.encode import EncodeOptions
@@ -48,3 +49,21 @@ def test_every_shell_offers_exactly_the_formats_of_the_list():
     with pytest.raises(FacefuseError) as caught:
         output_format("gif")
     assert all(row.name in caught.value.hint for row in OUTPUTS)
+
+
+@pytest.mark.parametrize("quality", [75, 92])
+def test_jpeg_is_byte_for_byte_what_pillow_writes_with_the_label(faces_dir, quality: int) -> None:
+    """The JPEG path encodes with OpenCV and puts the label's EXIF and XMP segments in itself (faster): its bytes
+    are exactly Pillow's ``save(..., exif=, xmp=)``, so every reader sees the same file and label as before."""
+    photo = np.asarray(Image.open(faces_dir / "face_recognition" / "obama-720p.jpg").convert("RGB"))
+    exif = Image.Exif()
+    exif[0x010E] = AI_LABEL_DESCRIPTION
+    exif[0x0131] = "facefuse"
+    for pixels in (photo, photo[1::3, ::2]):  # a view with odd sides and strides too
+        expected = io.BytesIO()
+        Image.fromarray(np.ascontiguousarray(pixels)).save(expected, "JPEG", quality=quality, exif=exif,
+                                                           xmp=_XMP_LABEL.encode(),
+                                                           subsampling=0 if quality >= 90 else 2)
+        data = encode_image(pixels, "JPEG", quality)
+        assert data == expected.getvalue()
+        assert read_label(data)["exif_description"] == AI_LABEL_DESCRIPTION

