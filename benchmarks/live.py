@@ -60,8 +60,8 @@ def open_live_page(camera, url: str, in_flight: int | None = None):
     page = context.new_page()
     page.set_default_timeout(120_000)
     page.goto(url + "/")
-    if in_flight is not None:
-        page.evaluate("n => { window.facefuseLive.inFlight = n; }", in_flight)
+    if in_flight is not None:  # fixed, not the page's own choice
+        page.evaluate("n => { window.facefuseLive.adaptive = false; window.facefuseLive.inFlight = n; }", in_flight)
     page.set_input_files("#source-file", str(SOURCE))
     page.locator("#live-start").click()
     page.wait_for_function("() => window.facefuseLive.shown >= 5")  # prepared, warm
@@ -151,7 +151,6 @@ def main() -> None:
             with chromium_browser() as browser, camera_browser(browser, y4m) as camera:
                 memory = {"ready": rss_mb(server.process.pid)}  # the server's RSS (MB) between the phases
                 context, page = open_live_page(camera, server.url)
-                default_in_flight = page.evaluate("() => window.facefuseLive.inFlight")
                 single, wall, cpu_server, cpu_browser, _ = measure([page], args.seconds, server.process.pid)
                 memory["after 1 client"] = rss_mb(server.process.pid)
                 context.close()
@@ -180,7 +179,7 @@ def main() -> None:
             server.stop()
     load_after = os.getloadavg()
     write_section("live", report(host, single[0], wall, cpu_server, cpu_browser, crowd, crowd_wall, crowd_cpu_server,
-                                 crowd_cpu_browser, rss, memory, load_before, load_after, default_in_flight) + comparison(compare)
+                                 crowd_cpu_browser, rss, memory, load_before, load_after) + comparison(compare)
                   + f"""
 Sessions opened and closed one after another (rounds of 1, 3, 1, 3… sessions at once, 30 frames each, Python
 clients), server RSS after each round: {', '.join(f'{n}: {mb:.0f} MB' for n, mb in churn)}.
@@ -202,7 +201,7 @@ def comparison(runs: dict[int, list[dict]]) -> str:
         latency_50 = median([median(w["latency"]) for w in windows])
         rows.append(f"| {in_flight} | {len(windows)} | {fps:.1f} | {server:.0f} | {latency_50:.0f} / {latency:.0f} |")
     return """
-Frames in flight per page (the page sends a camera frame only while fewer are unanswered), interleaved runs, medians:
+Frames in flight per page held fixed (the page sends a camera frame only while fewer are unanswered), one client, interleaved runs, medians:
 
 | in flight | runs | frames/s shown | server ms p95 | capture-to-display ms p50 / p95 |
 |---|---|---|---|---|
@@ -211,7 +210,7 @@ Frames in flight per page (the page sends a camera frame only while fewer are un
 
 def report(host: str, one: dict, wall: float, cpu_server: float, cpu_browser: float, crowd: list[dict], crowd_wall: float,
            crowd_cpu_server: float, crowd_cpu_browser: float, rss: list[float], memory: dict[str, float], load_before,
-           load_after, in_flight: int) -> str:
+           load_after) -> str:
     fps = one["shown"] / wall
     server_p95, latency_p95 = percentile(one["server"], 95), percentile(one["latency"], 95)
     crowd_latency = [ms for w in crowd for ms in w["latency"]]
@@ -229,7 +228,7 @@ def report(host: str, one: dict, wall: float, cpu_server: float, cpu_browser: fl
 Playwright) with a fake camera playing {CLIP_SECONDS:g} s of `short_hamilton_clip.mp4` from {CLIP_START_S:g} s (one
 singer, stage light) stretched to 640×480, in a loop; source `obama.jpg`, mesh engine, the live defaults (render crop
 256 px, detection every 15 frames, tracking between, no occlusion masks, visible mark on every frame); WebSocket
-`/v1/live` on loopback, JPEG both ways, at most {in_flight} frame{'s' if in_flight > 1 else ''} in flight per page (the page's default, see below). Server time: frame taken from the
+`/v1/live` on loopback, JPEG both ways, frames in flight per page as the page chooses them (its default: one, two while the median capture-to-display latency of the last 10 frames stays under 100 ms, one again above 150 ms; fixed 1 and 2 compared below). Server time: frame taken from the
 newest-frame slot → fused JPEG sent; capture-to-display: the page draws the camera frame → the fused frame is drawn.
 
 | phase | wall s | frames shown (fused) | frames/s shown | server ms p50 / p95 | capture-to-display ms p50 / p95 | dropped by server / skipped by page | CPU s: server / browser | server CPU ms per frame |

@@ -90,3 +90,23 @@ def test_live_camera_shows_fused_frames_with_rate_and_latency(camera, server, fa
         if other is not None:
             other.close()
         context.close()
+
+
+def test_the_page_sends_a_second_frame_while_latency_has_room_and_goes_back_to_one_over_budget(camera, server):
+    """The page's own choice of frames in flight (live.js, liveAdapt), fed measured latencies: one at the start, two
+    once the median of ten frames came back under 100 ms, one again once it passed 150 ms, no change in between;
+    nothing changes while the page is told a fixed number."""
+    context, page, problems = live_page(camera, server)
+    try:
+        steps = page.evaluate("""() => {
+            const s = window.facefuseLive, seen = [s.inFlight];
+            const frames = (ms) => { for (let i = 0; i < 10; i++) { s.latencyMs.push(ms); s.shown += 1; liveAdapt(); }
+                                     seen.push(s.inFlight); };
+            frames(60); frames(120); frames(200); frames(120); frames(60);
+            s.adaptive = false; frames(200);
+            return seen;
+        }""")
+        assert steps == [1, 2, 2, 1, 1, 2, 2]
+        assert problems == []
+    finally:
+        context.close()

@@ -7,6 +7,15 @@ const LIVE_PROTOCOL = "facefuse.live.v1";
 const LIVE_MAX_SIDE = 640; // frames are sent at most 640 px wide or high
 const LIVE_QUALITY = 0.8; // JPEG quality of the frames sent
 const LIVE_KEEP = 20000; // samples of each statistic kept (what a benchmark reads)
+// Frames in flight, chosen from the measured capture-to-display latency (benchmarks/live.py, two cores): with two,
+// the next frame travels and is decoded while the server fuses the one before (21 against 15 frames/s shown for
+// one client), but on a server busy with other sessions each frame also waits for the one before it (p95 521 ms
+// for three clients, against 223 with one). So a session starts with one and sends a second only while the
+// frames come back fast, as TCP's slow start does, and goes back to one when they slow down.
+const LIVE_MAX_IN_FLIGHT = 2;
+const LIVE_ADAPT_FRAMES = 10; // latencies a decision looks at (their median), all of them since the last change
+const LIVE_ROOM_MS = 100; // median latency with one in flight below which a second is sent
+const LIVE_BUDGET_MS = 150; // median latency with more in flight above which the page goes back to one
 
 const live = {
   ws: null,
@@ -16,10 +25,9 @@ const live = {
   grab: document.createElement("canvas"),
   lastError: null,
   // what the page shows and a test or benchmark reads (window.facefuseLive); inFlight: frames sent and not yet
-  // answered, beyond which camera frames are skipped. 2 by measurement (benchmarks/live.py, two cores): the next
-  // frame travels and is decoded while the server fuses the one before, so more frames/s are shown (21 against
-  // 15); each frame waits for the one before it, so its latency is ~1.4× as long, still inside the 150 ms goal
-  stats: { inFlight: 2, shown: 0, fused: 0, skipped: 0, dropped: 0, latencyMs: [], serverMs: [], shownAt: [] },
+  // answered, beyond which camera frames are skipped; adaptive: whether the page sets inFlight itself (liveAdapt)
+  stats: { inFlight: 1, adaptive: true, shown: 0, fused: 0, skipped: 0, dropped: 0, latencyMs: [], serverMs: [],
+           shownAt: [], adaptedAt: 0 },
 };
 window.facefuseLive = live.stats;
 
@@ -64,7 +72,9 @@ async function liveStart() {
   const video = $("live-camera");
   video.srcObject = live.stream;
   $("live-views").hidden = false;
-  Object.assign(live.stats, { shown: 0, fused: 0, skipped: 0, dropped: 0, latencyMs: [], serverMs: [], shownAt: [] });
+  Object.assign(live.stats, { shown: 0, fused: 0, skipped: 0, dropped: 0, latencyMs: [], serverMs: [], shownAt: [],
+                              adaptedAt: 0 });
+  if (live.stats.adaptive) live.stats.inFlight = 1;
   live.sent.clear();
   live.lastError = null;
   const protocols = [LIVE_PROTOCOL];
@@ -157,7 +167,22 @@ async function liveShow(data) {
     list.push(value);
     if (list.length > LIVE_KEEP) list.splice(0, list.length - LIVE_KEEP); // an hour-long session stays small
   }
+  liveAdapt();
   liveStatsText();
+}
+
+// One more frame in flight while the latency has room, one again when it passes the budget (see LIVE_ROOM_MS).
+function liveAdapt() {
+  const s = live.stats;
+  if (!s.adaptive || s.shown - s.adaptedAt < LIVE_ADAPT_FRAMES) return;
+  const recent = s.latencyMs.slice(-LIVE_ADAPT_FRAMES).sort((a, b) => a - b);
+  const median = recent[recent.length >> 1];
+  const wanted = s.inFlight === 1 && median < LIVE_ROOM_MS ? LIVE_MAX_IN_FLIGHT
+    : s.inFlight > 1 && median > LIVE_BUDGET_MS ? 1 : s.inFlight;
+  if (wanted !== s.inFlight) {
+    s.inFlight = wanted;
+    s.adaptedAt = s.shown;
+  }
 }
 
 function liveStatsText() {
