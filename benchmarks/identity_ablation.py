@@ -119,6 +119,18 @@ def _features_at_full(grow_fraction: float, full_from: float = 0.9) -> Callable:
     return masks
 
 
+_DEGREES_100_SEGMENTATION_OFF = {"segmentation": "off", "feature_degree": 100.0, "profile_degree": 100.0}
+
+
+@contextlib.contextmanager
+def _stacked(*patches: contextlib.AbstractContextManager) -> Iterator[None]:
+    """Several patches at once (the combined variants)."""
+    with contextlib.ExitStack() as stack:
+        for patch in patches:
+            stack.enter_context(patch)
+        yield
+
+
 VARIANTS: dict[str, tuple[dict, Callable[[], contextlib.AbstractContextManager]]] = {
     "defaults": ({}, contextlib.nullcontext),
     "relight: histogram match only": ({}, lambda: replaced(blend, "relight", _no_relight)),
@@ -160,6 +172,20 @@ VARIANTS: dict[str, tuple[dict, Callable[[], contextlib.AbstractContextManager]]
     "paste-back mask shrunk to 95 % of the oval (before)": ({}, lambda: replaced(mesh_engine, "MASK_SCALE", 0.95)),
     "target resampled twice (align crop and render)": ({}, lambda: replaced(
         mesh_engine.MeshFusionEngine, "render", _render_from_crop)),
+    # combinations: how much identity the mesh engine can give at all when the light is given up for it (a ceiling
+    # to set the goal against, not a setting anyone would ship)
+    "degrees 100 + segmentation off": (_DEGREES_100_SEGMENTATION_OFF, contextlib.nullcontext),
+    "degrees 100 + segmentation off + histogram match only": (_DEGREES_100_SEGMENTATION_OFF, lambda: replaced(
+        blend, "relight", _no_relight)),
+    "segmentation off + histogram match only": ({"segmentation": "off"}, lambda: replaced(
+        blend, "relight", _no_relight)),
+    "ceiling: degrees 100 + segmentation off + histogram match only + detail step off": (
+        _DEGREES_100_SEGMENTATION_OFF, lambda: _stacked(replaced(blend, "relight", _no_relight),
+                                            replaced(blend, "match_detail", lambda out, photo, w, s: out))),
+    "light = shape + degrees 100": ({"feature_degree": 100.0, "profile_degree": 100.0, "light": "shape"},
+                                    contextlib.nullcontext),
+    "light = shape + degrees 100 + segmentation off": ({**_DEGREES_100_SEGMENTATION_OFF, "light": "shape"},
+                                                       contextlib.nullcontext),
 }
 
 
