@@ -199,6 +199,22 @@ def pairs(people_per_set: int) -> list[tuple[str, str, str, str]]:
     return out
 
 
+def judges_ceiling(bench: Bench, subset: list[tuple[str, str, str, str]], galleries: dict[str, Gallery]) -> str:
+    """The row of the unfused source photos, judged exactly as the outputs are: what a perfect fusion could score
+    (the judges' own errors between two photos of a person), so a missed goal is set against the judges too."""
+    top1, dlib_top1, margins = [], [], []
+    for set_name, person, source, _ in subset:
+        gallery = galleries[set_name]
+        analysis, face = bench.largest(Path(source))
+        scores = gallery.mobile @ bench.judge.embed(analysis.image, face)
+        own = gallery.names.index(person)
+        margins.append(float(scores[own] - np.delete(scores, own).max()))
+        top1.append(margins[-1] > 0)
+        dlib_top1.append(int(np.argmax(gallery.dlib @ bench.dlib_judge.embed(analysis.image, face.box))) == own)
+    return (f"| no fusion: the source photo itself (the judges' ceiling) | {len(top1)} | {100 * np.mean(top1):.1f} % | "
+            f"{100 * np.mean(dlib_top1):.1f} % | {np.mean(margins):+.3f} | – | – | – | – |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--people", type=int, default=3, help="target people per set")
@@ -216,7 +232,8 @@ def main() -> None:
     sets = photo_sets(["face-api-js", "hard"])
     galleries = {name: Gallery(bench, {n: ps.people[n][-1] for n in ps.people}) for name, ps in sets.items()}
     subset = pairs(args.people)
-    rows = []
+    rows = [judges_ceiling(bench, subset, galleries)]
+    print(rows[0], flush=True)
     segmenters = {"": contextlib.nullcontext}
     for item in args.segmenter:
         label, path = item.split("=", 1)
