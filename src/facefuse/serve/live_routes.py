@@ -324,8 +324,9 @@ async def _session(websocket: WebSocket, state: ServiceState, fuser: Fuser) -> N
     finally:
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)  # (a frame being fused finishes first)
         metrics.frames.labels("dropped").inc(newest.dropped)
+        await run_in_threadpool(session.close)  # its detection thread, after the round in flight
     for task in done:
         task.result()  # the error that ended the session (or _Gone)
 
