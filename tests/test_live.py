@@ -202,6 +202,11 @@ def test_live_session_end_to_end_drops_old_frames(server, source_photo, clip_fra
     for outcome, least in (("fused", 1), ("unfused", 0), ("dropped", 1)):
         assert server.metric("facefuse_live_frames_total", outcome=outcome) >= least, outcome
     assert server.metric("facefuse_live_frame_seconds_count") >= len(replies)
+    # where the time went: the burst's frames waited in the slot for the frame being fused; time in the session
+    # (decode → encode) is part of the server time (taken → sent)
+    assert server.metric("facefuse_live_frame_wait_seconds_count") == server.metric("facefuse_live_frame_seconds_count")
+    assert server.metric("facefuse_live_frame_wait_seconds_sum") > 0
+    assert 0 < server.metric("facefuse_live_fuse_seconds_sum") <= server.metric("facefuse_live_frame_seconds_sum")
     headers = [REPLY_HEADER.unpack_from(r) for r in replies]
     seqs = [h[0] for h in headers]
     assert seqs[:4] == [0, 1, 2, 3] and seqs == sorted(seqs)
