@@ -44,7 +44,7 @@ def turn(fuser: Fuser, source, frames: list[bytes], count: int, aside: bool, pac
     """``count`` frames through one new session; per frame its wall ms, its own thread's CPU ms, and whether it
     started a detection round."""
     limits = ImageLimits()
-    tracked, detecting, tracked_cpu, detecting_cpu = [], [], [], []
+    tracked, detecting, tracked_cpu, detecting_cpu, stages = [], [], [], [], []
     fused = 0
     with LiveSession(fuser, source, detect_aside=aside) as session:
         for warm in frames[:5]:
@@ -63,9 +63,27 @@ def turn(fuser: Fuser, source, frames: list[bytes], count: int, aside: bool, pac
             (detecting if started_round else tracked).append(ms)
             (detecting_cpu if started_round else tracked_cpu).append(own)
             fused += frame.fused
+            stages.append({"frame": ms, **frame.timings_ms})
         wall, cpu = time.perf_counter() - started, time.process_time() - cpu
     return {"tracked": tracked, "detecting": detecting, "tracked_cpu": tracked_cpu, "detecting_cpu": detecting_cpu,
-            "fused": fused, "count": count, "wall": wall, "cpu": cpu}
+            "fused": fused, "count": count, "wall": wall, "cpu": cpu, "stages": stages}
+
+
+def slowest(turns: list[dict]) -> str:
+    """Per stage, its mean ms over the fused frames near the median and over the slowest 5 % of fused frames (all
+    turns of a row together): which stages make a slow frame slow."""
+    fused = [s for t in turns for s in t["stages"] if "render" in s]
+    ordered = sorted(fused, key=lambda s: s["frame"])
+    cut = max(1, len(ordered) // 20)
+    middle, tail = ordered[len(ordered) // 2 - cut:len(ordered) // 2 + cut], ordered[-cut:]
+    names = [n for n in ordered[0] if n != "frame"] + ["frame"]
+
+    def mean(group: list[dict], name: str) -> float:
+        return sum(s.get(name, 0.0) for s in group) / len(group)
+
+    return ("| frames | " + " | ".join(names) + " |\n|" + "---|" * (len(names) + 1) + "\n"
+            + f"| median ({len(middle)}) | " + " | ".join(f"{mean(middle, n):.1f}" for n in names) + " |\n"
+            + f"| slowest 5 % ({len(tail)}) | " + " | ".join(f"{mean(tail, n):.1f}" for n in names) + " |\n")
 
 
 def row(pacing: str, aside: bool, turns: list[dict]) -> str:
@@ -101,6 +119,7 @@ def main() -> None:
                     turn(fuser, source, frames, args.frames, aside, pacing != "back to back"))
     load_after = os.getloadavg()
     rows = "\n".join(row(pacing, aside, turns) for (pacing, aside), turns in results.items())
+    default = results[("camera 30 frames/s", True)]
     write_section("live_frames", f"""## Live frames by kind
 
 `benchmarks/live_frames.py` on {host}; load average {load_before[0]:.1f} before and {load_after[0]:.1f} after. One
@@ -115,7 +134,11 @@ thread CPU leaves out what runs on other threads (the detection thread, OpenCV's
 | pacing | detection rounds | turns | tracked frame ms p50 / p95 | detection frame ms p50 / p95 (frames) | all frames ms p95 | frame's own thread CPU ms p50: tracked / detection | frames/s | process CPU ms per frame | fused |
 |---|---|---|---|---|---|---|---|---|---|
 {rows}
-""")
+
+Where a slow frame's time goes (the live default: rounds aside, camera pacing; fused frames only; mean ms per stage,
+wall time, the frame's time last): the frames around the median against the slowest 5 %.
+
+{slowest(default)}""")
     print(open(os.path.join(os.path.dirname(__file__), "results", "live_frames.md")).read())
 
 
