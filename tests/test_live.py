@@ -125,6 +125,32 @@ def test_detection_runs_aside_and_picks_up_a_face_that_enters_and_drops_one_that
         assert not any(t.active for t in session.tracker.tracks)
 
 
+def test_a_second_face_is_picked_up_by_a_round_aside_while_the_first_is_fused(fuser, source_photo, clip_frames):
+    """Two performers: the right half of each frame beside its mirror image. The mirrored one is followed from the
+    first frame; the other is hidden until frame 20, so the round due at frame 30 runs aside (a face is followed):
+    that frame does not wait for it, and a later frame merges the new face as a second track."""
+    def pair(index: int, hidden: bool) -> np.ndarray:
+        frame = clip_frames[index]
+        left = (hide_face(fuser, frame) if hidden else frame)[:, 320:]
+        return np.ascontiguousarray(np.hstack([left, frame[:, 320:][:, ::-1]]))
+
+    order = 3 * (list(range(10)) + list(range(9, -1, -1)))  # frames 0-9 back and forth: both faces score well
+    frames = [pair(i, hidden=n < 20) for n, i in enumerate(order)]
+    floor = fuser.gate.quality.min_score
+    assert all(sum(d.score >= floor for d in fuser.analyzer.detect(f).detections) == 1 for f in frames[:20:5])
+    with LiveSession(fuser, source_photo) as session:
+        followed, aside, fused = [], [], []
+        for index, frame in enumerate(frames):
+            fused.append(session.process(frame, index / 30).fused)
+            followed.append(sum(t.active for t in session.tracker.tracks))
+            aside.append(session.tracker.in_flight)
+    every = session.video.every_n
+    assert all(fused) and followed[:2 * every + 1] == [1] * (2 * every + 1)
+    assert aside[2 * every]  # the round of frame 30 was handed on, and that frame went on with one face
+    second = followed.index(2)
+    assert 2 * every < second < 3 * every and all(n == 2 for n in followed[second:])
+
+
 def test_encoded_frames_carry_the_label_and_respect_the_limits(fuser, source_photo, clip_frames):
     session = LiveSession(fuser, source_photo)
     data, frame = session.process_encoded(jpeg(clip_frames[0]), ImageLimits())
