@@ -35,7 +35,7 @@ from starlette.websockets import WebSocketDisconnect
 from ..config import ImageLimits
 from ..errors import ErrorCode, FacefuseError
 from ..fusion.engine import FusionOptions
-from ..live import LIVE_QUALITY, LiveSession, live_options
+from ..live import LIVE_QUALITY, LiveFrame, LiveSession, live_options
 from ..pipeline import Fuser
 from ..schema import invalid_options
 from ..video.options import VideoOptions
@@ -349,7 +349,8 @@ async def _receive_frames(websocket: WebSocket, newest: NewestFrame, idle_s: flo
         newest.put(seq, data[FRAME_HEADER.size:])
 
 
-def _timed(session: LiveSession, data: bytes, limits: ImageLimits, quality: int) -> tuple[tuple[bytes, Any], float]:
+def _timed(session: LiveSession, data: bytes, limits: ImageLimits,
+           quality: int) -> tuple[tuple[bytes, LiveFrame], float]:
     """:meth:`LiveSession.process_encoded` and its wall seconds on the worker thread."""
     started = time.perf_counter()
     result = session.process_encoded(data, limits, quality)
