@@ -74,11 +74,10 @@ class LiveSession:
         self.options = (options or live_options()).model_copy(update={"visible_label": True})
         self.video = video or VideoOptions(every_n=LIVE_DETECT_EVERY)
         self.prepared = source if isinstance(source, PreparedSource) else fuser.prepare(source, self.options)
-        restoring = self.options.restore != "off" and (self.options.profile_degree > 0 or self.options.feature_degree > 0)
         # one worker: never more than one detection round in flight per session; ``detect_aside=False`` runs the
         # rounds in the frame, as a video does (benchmarks/live_frames.py compares the two)
         self._rounds = ThreadPoolExecutor(1, thread_name_prefix="facefuse-live-detect")
-        self.tracker = FaceTracker(fuser.analyzer, self.video, fuser.gate, restoring, self.options.target_face,
+        self.tracker = FaceTracker(fuser.analyzer, self.video, fuser.gate, self.options.restores_targets, self.options.target_face,
                                    rounds=self._rounds if detect_aside else None)
         self.turns = FaceTurns(self.video)  # per track: the colour average and the segmenter output carried
         self.frames = 0
