@@ -77,8 +77,8 @@ class LiveSession:
         # one worker: never more than one detection round in flight per session; ``detect_aside=False`` runs the
         # rounds in the frame, as a video does (benchmarks/live_frames.py compares the two)
         self._rounds = ThreadPoolExecutor(1, thread_name_prefix="facefuse-live-detect")
-        self.tracker = FaceTracker(fuser.analyzer, self.video, fuser.gate, self.options.restores_targets, self.options.target_face,
-                                   rounds=self._rounds if detect_aside else None)
+        self.tracker = FaceTracker(fuser.analyzer, self.video, fuser.gate, self.options.restores_targets,
+                                   self.options.target_face, rounds=self._rounds if detect_aside else None)
         self.turns = FaceTurns(self.video)  # per track: the colour average and the segmenter output carried
         self.frames = 0
         self.frames_fused = 0
