@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +39,7 @@ HARD = FACES / "hard"
 HARD_GROUPS = ("beard", "sidelight", "makeup", "glasses", "occluded", "profile", "poor")
 YAW_BINS = ((0, 15), (15, 30), (30, 45), (45, 60))
 WORST = 10  # pairs per contact sheet
+TURNED_YAW = 15.0  # a cross pair's target counts as turned from this |yaw| (issue 17: far-cheek streaks)
 
 
 @dataclass
@@ -93,6 +95,15 @@ class Tally:
     segment_ms: list[float] = field(default_factory=list)
     cases: list[Case] = field(default_factory=list)
     rejected: int = 0
+
+    @staticmethod
+    def merged(tallies: Iterable[Tally]) -> Tally:
+        """One tally of every pair in ``tallies``."""
+        out = Tally()
+        for tally in tallies:
+            for name, value in vars(tally).items():
+                setattr(out, name, getattr(out, name) + value)
+        return out
 
     def row(self, label: str) -> str:
         def share(values: list[bool]) -> str:
@@ -258,19 +269,25 @@ def lighting_rows(bench: Bench, sets: dict[str, PhotoSet], modes: list[str], peo
             people = photo_set.people
             names = list(people)
             gallery = Gallery(bench, {n: people[n][-1] for n in names})
-            own, cross, hard, itself = Tally(), Tally(), Tally(), Tally()
+            own, hard, itself = Tally(), Tally(), Tally()
+            by_yaw = {False: Tally(), True: Tally()}  # cross pairs by the target's |yaw| ≥ TURNED_YAW
             for person, photos in list(people.items())[:people_per_set or None]:
                 for source, target in itertools.permutations(photos[:-1] if len(photos) > 2 else photos, 2):
                     bench.fuse(source, target, options, own)
+                pose = bench.largest(photos[0])[1].pose
+                turned = pose is not None and abs(pose.yaw) >= TURNED_YAW
                 for other in names:
                     if other != person:
-                        bench.fuse(people[other][0], photos[0], options, cross, gallery, other)
+                        bench.fuse(people[other][0], photos[0], options, by_yaw[turned], gallery, other)
                 bench.fuse(photos[0], photos[0], options, itself)
             for index, target in enumerate(photo_set.targets):
                 source_name = names[index % len(names)]
                 bench.fuse(people[source_name][0], target, options, hard, gallery, source_name)
+            cross = Tally.merged(by_yaw.values())
             done = [own.row(f"{set_name}, self-swap, segmentation={mode}"),
-                    cross.row(f"{set_name}, cross-person, segmentation={mode}")]
+                    cross.row(f"{set_name}, cross-person, segmentation={mode}"),
+                    by_yaw[False].row(f"{set_name}, cross-person, target |yaw| < {TURNED_YAW:.0f}°, segmentation={mode}"),
+                    by_yaw[True].row(f"{set_name}, cross-person, target |yaw| ≥ {TURNED_YAW:.0f}°, segmentation={mode}")]
             if photo_set.targets:
                 done.append(hard.row(f"{set_name}, hard photos as targets, segmentation={mode}"))
             done.append(itself.row(f"{set_name}, same file as source and target, segmentation={mode}"))
