@@ -1,0 +1,57 @@
+"""Folds in the mesh engine's warp on turned targets (issue 17, far-cheek streaks): for each target, the share of its
+face that takes a frontal source's pixels from a triangle turned over in the source
+(:mod:`facefuse_eval.warp_folds`), with the engine's surface triangles and with the projection's Delaunay
+triangulation it used before. Sources: the first photo of each face-api-js person. Writes
+benchmarks/results/turned_folds.md.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+from common import FACES, machine, write_section
+
+from facefuse.fusion.mesh_engine import surface_triangles
+from facefuse.pipeline import Fuser
+from facefuse_eval.warp_folds import folded_share, projection_triangles
+
+TARGETS = ["face-api-js/penny/penny1.png", "face-api-js/amy/amy1.png",
+           "hard/same-person/audrey_hepburn/02_bw_studio_turned_35.png",
+           "hard/same-person/scarlett_johansson/02_turned_45_pink_bg.jpg",
+           *(f"hard/profile/{name}" for name in ("01_turned_45.jpg", "02_turned_30_looking_aside.jpg",
+                                                 "03_turned_38_flash.jpg", "04_turned_45_glasses_car.jpg",
+                                                 "05_turned_55_bw.jpg", "06_turned_50_red_lipstick.png"))]
+
+
+def main() -> None:
+    fuser = Fuser()
+    sources = [sorted(p.iterdir())[0] for p in sorted((FACES / "face-api-js").iterdir()) if p.is_dir()]
+    rows = []
+    for name in TARGETS:
+        target = FACES / name
+        faces = fuser.analyze(target).faces
+        if not faces:
+            rows.append(f"| {name} | no face found | – | – | – |")
+            continue
+        yaw = abs(max(faces, key=lambda f: f.area).pose.yaw)
+        pairs = [s for s in sources if s.parent != target.parent]
+        shares = {label: np.array([folded_share(fuser, s, target, how) for s in pairs]) * 100
+                  for label, how in (("projection", projection_triangles), ("surface", surface_triangles))}
+        rows.append(f"| {name} | {yaw:.0f}° | {len(pairs)} | {shares['projection'].mean():.2f} % / "
+                    f"{shares['projection'].max():.2f} % | {shares['surface'].mean():.2f} % / "
+                    f"{shares['surface'].max():.2f} % |")
+        print(rows[-1], flush=True)
+    lines = ["## Folds in the warp on turned targets (`benchmarks/turned_folds.py`)", "",
+             f"Machine: {machine()}. Run: `{' '.join(sys.argv[1:]) or 'defaults'}`. Share of the target face's pixels "
+             "(mouth left out) that the mesh engine's warp takes from a triangle turned over in the source, with the "
+             "faces' own points; sources: the first photo of each other face-api-js person. `projection`: Delaunay "
+             "of the projected points (the engine before issue 17's fix); `surface`: the surface's own triangles, "
+             "drawn far to near (`mesh_engine.surface_triangles`).", "",
+             "| target | |yaw| | sources | projection: mean / worst | surface: mean / worst |",
+             "|---|---|---|---|---|", *rows]
+    print(write_section("turned_folds", "\n".join(lines)).read_text())
+
+
+if __name__ == "__main__":
+    main()
