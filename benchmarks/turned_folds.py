@@ -24,6 +24,12 @@ TARGETS = ["face-api-js/penny/penny1.png", "face-api-js/amy/amy1.png",
                                                  "05_turned_55_bw.jpg", "06_turned_50_red_lipstick.png"))]
 
 
+def worst_source(fuser: Fuser, source) -> str:
+    """The source's name and signed yaw (a source turned the other way from the target folds most)."""
+    pose = max(fuser.analyze(source).faces, key=lambda f: f.area).pose
+    return f"{source.name} ({pose.yaw:+.0f}°)"
+
+
 def main() -> None:
     fuser = Fuser()
     sources = [sorted(p.iterdir())[0] for p in sorted((FACES / "face-api-js").iterdir()) if p.is_dir()]
@@ -32,15 +38,15 @@ def main() -> None:
         target = FACES / name
         faces = fuser.analyze(target).faces
         if not faces:
-            rows.append(f"| {name} | no face found | – | – | – |")
+            rows.append(f"| {name} | no face found | – | – | – | – |")
             continue
-        yaw = abs(max(faces, key=lambda f: f.area).pose.yaw)
+        yaw = max(faces, key=lambda f: f.area).pose.yaw
         pairs = [s for s in sources if s.parent != target.parent]
         shares = {label: np.array([folded_share(fuser, s, target, how) for s in pairs]) * 100
                   for label, how in (("projection", projection_triangles), ("surface", surface_triangles))}
-        rows.append(f"| {name} | {yaw:.0f}° | {len(pairs)} | {shares['projection'].mean():.2f} % / "
+        rows.append(f"| {name} | {yaw:+.0f}° | {len(pairs)} | {shares['projection'].mean():.2f} % / "
                     f"{shares['projection'].max():.2f} % | {shares['surface'].mean():.2f} % / "
-                    f"{shares['surface'].max():.2f} % |")
+                    f"{shares['surface'].max():.2f} % | {worst_source(fuser, pairs[int(np.argmax(shares['surface']))])} |")
         print(rows[-1], flush=True)
     lines = ["## Folds in the warp on turned targets (`benchmarks/turned_folds.py`)", "",
              f"Machine: {machine()}. Run: `{' '.join(sys.argv[1:]) or 'defaults'}`. Share of the target face's pixels "
@@ -48,8 +54,8 @@ def main() -> None:
              "faces' own points; sources: the first photo of each other face-api-js person. `projection`: Delaunay "
              "of the projected points (the engine before issue 17's fix); `surface`: the surface's own triangles, "
              "drawn far to near (`mesh_engine.surface_triangles`).", "",
-             "| target | |yaw| | sources | projection: mean / worst | surface: mean / worst |",
-             "|---|---|---|---|---|", *rows]
+             "| target | yaw | sources | projection: mean / worst | surface: mean / worst | worst source (surface) |",
+             "|---|---|---|---|---|---|", *rows]
     print(write_section("turned_folds", "\n".join(lines)).read_text())
 
 
