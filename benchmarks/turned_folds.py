@@ -8,11 +8,15 @@ benchmarks/results/turned_folds.md.
 from __future__ import annotations
 
 import sys
+import time
 
 import numpy as np
-from common import FACES, machine, write_section
+from common import FACES, machine, median, write_section
 
-from facefuse.fusion.mesh_engine import surface_triangles
+from facefuse.fusion.engine import FusionOptions
+from facefuse.fusion.mesh_engine import RING_SCALE, MeshFusionEngine, border_points, surface_triangles
+from facefuse.geometry import align
+from facefuse.geometry.regions import FACE_OVAL, shrink
 from facefuse.pipeline import Fuser
 from facefuse_eval.warp_folds import folded_share, projection_triangles
 
@@ -28,6 +32,23 @@ def worst_source(fuser: Fuser, source) -> str:
     """The source's name and signed yaw (a source turned the other way from the target folds most)."""
     pose = max(fuser.analyze(source).faces, key=lambda f: f.area).pose
     return f"{source.name} ({pose.yaw:+.0f}°)"
+
+
+def triangulation_ms(fuser: Fuser, runs: int = 30) -> list[str]:
+    """Wall and CPU ms (medians of ``runs``, interleaved) of each triangulation on the 720p target of the speed
+    benchmarks (face_recognition/obama-720p.jpg, its face in the engine's crop)."""
+    face = max(fuser.analyze(FACES / "face_recognition/obama-720p.jpg").faces, key=lambda f: f.area)
+    to_crop, size = MeshFusionEngine().crop_matrix(face, FusionOptions())
+    target_3d = align.apply(to_crop, face.landmarks)
+    outer = np.concatenate([shrink(target_3d[:, :2][FACE_OVAL], RING_SCALE), border_points(size)])
+    spent: dict[str, list[tuple[float, float]]] = {"projection": [], "surface": []}
+    for _ in range(runs):
+        for label, how in (("projection", projection_triangles), ("surface", surface_triangles)):
+            wall, cpu = time.perf_counter(), time.process_time()
+            how(target_3d, target_3d[:, :2], outer)
+            spent[label].append((1e3 * (time.perf_counter() - wall), 1e3 * (time.process_time() - cpu)))
+    return [f"| {label} | {median([w for w, _ in v]):.2f} | {median([c for _, c in v]):.2f} |"
+            for label, v in spent.items()]
 
 
 def main() -> None:
@@ -55,7 +76,9 @@ def main() -> None:
              "of the projected points (the engine before issue 17's fix); `surface`: the surface's own triangles, "
              "drawn far to near (`mesh_engine.surface_triangles`).", "",
              "| target | yaw | sources | projection: mean / worst | surface: mean / worst | worst source (surface) |",
-             "|---|---|---|---|---|---|", *rows]
+             "|---|---|---|---|---|---|", *rows, "",
+             "### Cost of the triangulation (720p target, once per fused face; medians of 30 interleaved runs)", "",
+             "| triangulation | wall ms | CPU ms |", "|---|---|---|", *triangulation_ms(fuser)]
     print(write_section("turned_folds", "\n".join(lines)).read_text())
 
 
