@@ -111,10 +111,12 @@ class Tally:
 
         b = np.array(self.blotch) * 100
         if not len(b):
-            return f"| {label} | 0 |" + " – |" * 13 + f" {self.rejected} |"
+            return f"| {label} | 0 |" + " – |" * 14 + f" {self.rejected} |"
         pose = np.mean(self.pose, axis=0) if self.pose else np.full(3, np.nan)
         largest, sharp = np.array(self.smear_largest) * 100, np.array(self.sharpness)
-        return (f"| {label} | {len(b)} | {share(self.top1)} | {share(self.dlib_top1)} | {b.mean():.2f} % | "
+        margins = [c.identity_margin for c in self.cases if not np.isnan(c.identity_margin)]
+        margin = f"{np.mean(margins):+.3f}" if margins else "–"
+        return (f"| {label} | {len(b)} | {share(self.top1)} | {share(self.dlib_top1)} | {margin} | {b.mean():.2f} % | "
                 f"{np.quantile(b, 0.9):.2f} % | {np.mean(self.mean_dl):.2f} | "
                 f"{100 * np.mean(largest <= 1.0):.0f} % | {largest.max():.2f} % | "
                 f"{100 * np.mean(self.smear_total):.2f} % | {np.median(sharp):.2f} | {np.quantile(sharp, 0.1):.2f} | "
@@ -123,10 +125,11 @@ class Tally:
 
 
 TABLE_HEAD = [
-    "| set, pairs | fused | identity top-1 MobileFaceNet | identity top-1 dlib | blotch share mean | blotch p90 | "
-    "mean |ΔL| | pairs with largest smear ≤ 1 % | largest smear, worst | smear total mean | sharpness ratio median | "
-    "sharpness p10 | pose error yaw / pitch / roll | segment ms | rejected |",
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    "| set, pairs | fused | identity top-1 MobileFaceNet | identity top-1 dlib | identity margin mean | "
+    "blotch share mean | blotch p90 | mean |ΔL| | pairs with largest smear ≤ 1 % | largest smear, worst | "
+    "smear total mean | sharpness ratio median | sharpness p10 | pose error yaw / pitch / roll | segment ms | "
+    "rejected |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
 
 class Gallery:
@@ -503,7 +506,10 @@ def main() -> None:
             "Lighting is scored inside the target's face hull (eroded 5 % of the face width) on low-pass Lab (σ = 8 % of",
             "the face width) after removing the region's median difference: blotch share = pixels with |ΔL| > 8.",
             "Identity: top-1 against one reference photo per person (the person's last photo, never fused), by",
-            "MobileFaceNet and by dlib's ResNet descriptor, both independent of the pipeline.",
+            "MobileFaceNet and by dlib's ResNet descriptor, both independent of the pipeline; the margin is",
+            "MobileFaceNet's similarity to the source's reference minus the best other person's (< 0: wrong).",
+            f"Rows split by the target's |yaw| (< or ≥ {TURNED_YAW:.0f}°, the pipeline's own pose) show turned",
+            "targets apart (issue 17: far-cheek streaks).",
             "Smear and sharpness (`facefuse_eval.skin`, issue 17) on the target's bare-skin zone from dlib's 68 points",
             "(hull + forehead lifted 30 % of the face width, features grown 6 % cut out): smear = low-pass Lab (σ 3 %),",
             "median removed, ΔE > 12, largest connected patch as a share of the zone; sharpness = variance of the",
