@@ -82,11 +82,12 @@ def surface_triangles(target_3d: np.ndarray, dest: np.ndarray, outer: np.ndarray
     The face's triangles are the surface's own: a Delaunay triangulation of the target's mesh turned frontal, not of
     its projection. On a turned target the projection packs the far cheek, temple and eye corner into a sliver
     where Delaunay joined points that are not neighbours on the face (e.g. an eye corner to the jaw line); in a
-    frontal source those triangles fold over (issue 17: 63 of ~900 on face-api-js amy1 at yaw 20°) and paste
-    the source's eye, brow or hair as dark dots and a second contour on the far cheek. The region between the
-    face oval and the ring is Delaunay's of those points as projected (drawn first, under the face). Face triangles
-    the projection turns over (the far side past the silhouette) are drawn first, then the rest far to near, so
-    what the target's camera sees of the face is what is warped.
+    frontal source those triangles fold over and paste the source's eye, brow or hair as dark dots and a second
+    contour on the far cheek (issue 17: 3.26 % of face-api-js amy1's face, turned 20°, was warped from folded
+    triangles, 0.72 % now; ``benchmarks/turned_folds.py``). The region between the face oval and the ring is
+    Delaunay's of those points as projected (drawn first, under the face). Face triangles the projection turns
+    over (the far side past the silhouette) are drawn next, then the rest far to near, so what the target's
+    camera sees of the face is what is warped.
     """
     count = len(dest)
     canonical = (target_3d - target_3d.mean(0)) @ face_axes(target_3d)
