@@ -311,8 +311,9 @@ def turned(bench: Bench, target: Path) -> bool:
 
 
 def yaw_split_rows(by_yaw: dict[bool, Tally], label: str, mode: str) -> list[str]:
-    return [by_yaw[False].row(f"{label}, target |yaw| < {TURNED_YAW:.0f}°, segmentation={mode}"),
-            by_yaw[True].row(f"{label}, target |yaw| ≥ {TURNED_YAW:.0f}°, segmentation={mode}")]
+    # no "|" in a label: it would split the table's cell
+    return [by_yaw[False].row(f"{label}, target turned < {TURNED_YAW:.0f}°, segmentation={mode}"),
+            by_yaw[True].row(f"{label}, target turned ≥ {TURNED_YAW:.0f}°, segmentation={mode}")]
 
 
 def step_timings(bench: Bench, runs: int = 10) -> list[str]:
