@@ -144,6 +144,8 @@ VARIANTS: dict[str, tuple[dict, Callable[[], contextlib.AbstractContextManager]]
         lambda m: replace(m, target_keep=np.zeros_like(m.target_keep)))),
     "segmentation: occluders on the ramp only and grown 1/64 (before)": ({}, lambda: patched(
         occlusion, OCCLUDER_SURE=2.0, GROW_DIVISOR=64)),
+    "segmentation: occluders as whole regions and grown 1/64": ({}, lambda: replaced(occlusion, "GROW_DIVISOR", 64)),
+    "segmentation: occluders on the ramp only and grown 1/48": ({}, lambda: replaced(occlusion, "OCCLUDER_SURE", 2.0)),
     "segmentation: skin masks geometric only": ({}, lambda: _masks_without(
         lambda m: replace(m, target_skin=np.ones_like(m.target_skin), source_skin=np.ones_like(m.source_skin)))),
     "detail step off": ({}, lambda: replaced(blend, "match_detail", lambda out, photo, w, s: out)),

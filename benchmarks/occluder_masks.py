@@ -11,6 +11,7 @@ benchmarks/results/segmenter_occluders.md; contact sheets in artifacts/.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from naturalness import HARD, Bench, paste_occluder, photo_sets
 
 from facefuse.analysis.segmentation import BROWS, EYES, NOSE, OCCLUDER, SEGMENT_SIZE, SKIN, SEGMENTER_MODEL, FaceSegmenter
 from facefuse.errors import FacefuseError
+from facefuse.fusion import occlusion
 from facefuse.fusion.occlusion import GROW_DIVISOR, OCCLUDER_FLOOR, occluders
 from facefuse.geometry import align
 from facefuse.geometry.regions import FACE_OVAL
@@ -129,6 +131,17 @@ def median_row(label: str, figures: list[tuple[float, ...]]) -> str:
             + " | " + " | ".join(f"{v:.2f}" for v in medians[3:]) + " |")
 
 
+@contextlib.contextmanager
+def ramp_only():
+    """fusion/occlusion.py's masks as before round 5 (issue 17): the ramp from 0.35 alone, grown 1/64 of the crop."""
+    saved = occlusion.OCCLUDER_SURE, occlusion.GROW_DIVISOR
+    occlusion.OCCLUDER_SURE, occlusion.GROW_DIVISOR = 2.0, 64
+    try:
+        yield
+    finally:
+        occlusion.OCCLUDER_SURE, occlusion.GROW_DIVISOR = saved
+
+
 def pairs_section(others: dict[str, Path]) -> None:
     """The package's segmenter pair by pair; each of ``others`` (ONNX files swapped into the loaded segmenter)
     as one more median row."""
@@ -139,6 +152,10 @@ def pairs_section(others: dict[str, Path]) -> None:
     photos = [ps[0] for photo_set in sets.values() for ps in list(photo_set.people.values())[:4]]
     rows, figures = pair_figures(fuser, photos, seen)
     extra, unseen = [], [unseen_row("package's segmenter", fuser, photos, seen)]
+    # the segment stage's occluder masks before round 5: the ramp alone (nothing is ever "sure"), grown 1/64
+    with ramp_only():
+        extra.append(median_row(", occluder masks as before round 5 (ramp only, grown 1/64)",
+                                pair_figures(fuser, photos, seen)[1]))
     segmenter = fuser.segmenter()
     for name, path in others.items():
         shipped, segmenter.session = segmenter.session, fuser.runtime.session(path, stage="segment")
