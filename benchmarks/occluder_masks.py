@@ -88,7 +88,8 @@ def fused_with_keep(fuser, source: Path, occluded: np.ndarray, seen: list[Record
 
 
 def pair_figures(fuser, photos: list[Path], seen: list[Record]) -> tuple[list[str], list[tuple[float, ...]]]:
-    """Each occluder pair's row and its figures (PSNR all / frame / bar, keep frame mean / whole, bar mean / whole)."""
+    """Each occluder pair's row and its figures (PSNR all / frame / bar, keep frame mean / whole, bar mean / whole,
+    the segmenter's occluder probability over the bar at 128 px, median)."""
     rows, figures = [], []
     for source, target in zip(photos, photos[1:] + photos[:1]):
         analysis = fuser.analyze(target)
@@ -100,8 +101,11 @@ def pair_figures(fuser, photos: list[Path], seen: list[Record]) -> tuple[list[st
         if fused is None:
             continue
         out, keep, crop_px = fused
+        parsing = fuser.segmenter().parse(occluded, [face])[0]
+        bar_in_crop = cv2.warpAffine(bar.astype(np.float32), parsing.matrix, (SEGMENT_SIZE, SEGMENT_SIZE)) > 0.5
         values = (psnr(out[mask], occluded[mask]), psnr(out[frame], occluded[frame]), psnr(out[bar], occluded[bar]),
-                  keep[frame].mean(), (keep[frame] > 0.99).mean(), keep[bar].mean(), (keep[bar] > 0.99).mean())
+                  keep[frame].mean(), (keep[frame] > 0.99).mean(), keep[bar].mean(), (keep[bar] > 0.99).mean(),
+                  float(np.median(parsing.probabilities[OCCLUDER][bar_in_crop])))
         figures.append(values)
         rows.append(f"| {target.parent.name}/{target.name} | {crop_px} | "
                     + " | ".join(f"{v:.1f} dB" for v in values[:3]) + " | "
@@ -126,7 +130,7 @@ def unseen_row(label: str, fuser, photos: list[Path], seen: list[Record]) -> str
 
 
 def median_row(label: str, figures: list[tuple[float, ...]]) -> str:
-    medians = [median([f[i] for f in figures]) for i in range(7)]
+    medians = [median([f[i] for f in figures]) for i in range(len(figures[0]))]
     return (f"| **median{label}** ({len(figures)} pairs) | | " + " | ".join(f"{v:.1f} dB" for v in medians[:3])
             + " | " + " | ".join(f"{v:.2f}" for v in medians[3:]) + " |")
 
@@ -169,11 +173,12 @@ def pairs_section(others: dict[str, Path]) -> None:
         f"Machine: {machine()}. Run: `{' '.join(sys.argv[1:]) or 'defaults'}`. The occluder pairs of "
         "`naturalness.py` (segmentation=auto), each occluder split into the glasses frame and the skin-coloured "
         "bar; `keep` is the segment stage's `target_keep` (the target's photo stays on top where it is 1) warped "
-        "back onto the photo: its mean over the part, and the share of the part's pixels it keeps whole (> 0.99).",
+        "back onto the photo: its mean over the part, and the share of the part's pixels it keeps whole (> 0.99); "
+        "`bar occluder p`: the segmenter's occluder probability over the bar's pixels in its 128 px crop (median).",
         "",
         "| target | crop px | PSNR all | PSNR frame | PSNR bar | keep frame mean | frame kept whole | keep bar mean "
-        "| bar kept whole |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| bar kept whole | bar occluder p |",
+        "|---|---|---|---|---|---|---|---|---|---|",
         *rows,
         median_row("", figures),
         *extra,
