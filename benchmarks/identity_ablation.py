@@ -119,6 +119,18 @@ def _features_at_full(grow_fraction: float, full_from: float = 0.9) -> Callable:
     return masks
 
 
+_DEGREES_100_SEGMENTATION_OFF = {"segmentation": "off", "feature_degree": 100.0, "profile_degree": 100.0}
+
+
+@contextlib.contextmanager
+def _stacked(*patches: contextlib.AbstractContextManager) -> Iterator[None]:
+    """Several patches at once (the combined variants)."""
+    with contextlib.ExitStack() as stack:
+        for patch in patches:
+            stack.enter_context(patch)
+        yield
+
+
 VARIANTS: dict[str, tuple[dict, Callable[[], contextlib.AbstractContextManager]]] = {
     "defaults": ({}, contextlib.nullcontext),
     "relight: histogram match only": ({}, lambda: replaced(blend, "relight", _no_relight)),
@@ -164,6 +176,20 @@ VARIANTS: dict[str, tuple[dict, Callable[[], contextlib.AbstractContextManager]]
     "paste-back mask shrunk to 95 % of the oval (before)": ({}, lambda: replaced(mesh_engine, "MASK_SCALE", 0.95)),
     "target resampled twice (align crop and render)": ({}, lambda: replaced(
         mesh_engine.MeshFusionEngine, "render", _render_from_crop)),
+    # combinations: how much identity the mesh engine can give at all when the light is given up for it (a ceiling
+    # to set the goal against, not a setting anyone would ship)
+    "degrees 100 + segmentation off": (_DEGREES_100_SEGMENTATION_OFF, contextlib.nullcontext),
+    "degrees 100 + segmentation off + histogram match only": (_DEGREES_100_SEGMENTATION_OFF, lambda: replaced(
+        blend, "relight", _no_relight)),
+    "segmentation off + histogram match only": ({"segmentation": "off"}, lambda: replaced(
+        blend, "relight", _no_relight)),
+    "ceiling: degrees 100 + segmentation off + histogram match only + detail step off": (
+        _DEGREES_100_SEGMENTATION_OFF, lambda: _stacked(replaced(blend, "relight", _no_relight),
+                                            replaced(blend, "match_detail", lambda out, photo, w, s: out))),
+    "light = shape + degrees 100": ({"feature_degree": 100.0, "profile_degree": 100.0, "light": "shape"},
+                                    contextlib.nullcontext),
+    "light = shape + degrees 100 + segmentation off": ({**_DEGREES_100_SEGMENTATION_OFF, "light": "shape"},
+                                                       contextlib.nullcontext),
 }
 
 
@@ -175,6 +201,22 @@ def pairs(people_per_set: int) -> list[tuple[str, str, str, str]]:
         for person, photos in list(people.items())[:people_per_set]:
             out += [(set_name, other, str(people[other][0]), str(photos[0])) for other in people if other != person]
     return out
+
+
+def judges_ceiling(bench: Bench, subset: list[tuple[str, str, str, str]], galleries: dict[str, Gallery]) -> str:
+    """The row of the unfused source photos, judged exactly as the outputs are: what a perfect fusion could score
+    (the judges' own errors between two photos of a person), so a missed goal is set against the judges too."""
+    top1, dlib_top1, margins = [], [], []
+    for set_name, person, source, _ in subset:
+        gallery = galleries[set_name]
+        analysis, face = bench.largest(Path(source))
+        scores = gallery.mobile @ bench.judge.embed(analysis.image, face)
+        own = gallery.names.index(person)
+        margins.append(float(scores[own] - np.delete(scores, own).max()))
+        top1.append(margins[-1] > 0)
+        dlib_top1.append(int(np.argmax(gallery.dlib @ bench.dlib_judge.embed(analysis.image, face.box))) == own)
+    return (f"| no fusion: the source photo itself (the judges' ceiling) | {len(top1)} | {100 * np.mean(top1):.1f} % | "
+            f"{100 * np.mean(dlib_top1):.1f} % | {np.mean(margins):+.3f} | – | – | – | – |")
 
 
 def main() -> None:
@@ -194,7 +236,8 @@ def main() -> None:
     sets = photo_sets(["face-api-js", "hard"])
     galleries = {name: Gallery(bench, {n: ps.people[n][-1] for n in ps.people}) for name, ps in sets.items()}
     subset = pairs(args.people)
-    rows = []
+    rows = [judges_ceiling(bench, subset, galleries)]
+    print(rows[0], flush=True)
     segmenters = {"": contextlib.nullcontext}
     for item in args.segmenter:
         label, path = item.split("=", 1)

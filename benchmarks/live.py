@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -84,9 +85,22 @@ def window_of(page, before: dict) -> dict:
             "latency": samples[0], "server": samples[1]}
 
 
-def measure(pages: list, seconds: float, server_pid: int) -> tuple[list[dict], float, float, float, list[float]]:
-    """Run ``seconds``; per page its window, then wall s, server CPU s, browser CPU s and the RSS samples (MB)."""
+def mean_ms(before: dict[str, float], after: dict[str, float], histogram: str) -> float:
+    """The mean of a /metrics histogram between two scrapes, in ms."""
+    count = after[histogram + "_count"] - before.get(histogram + "_count", 0.0)
+    return 1000 * (after[histogram + "_sum"] - before.get(histogram + "_sum", 0.0)) / max(count, 1.0)
+
+
+SPLIT = ("facefuse_live_frame_wait_seconds", "facefuse_live_fuse_seconds", "facefuse_live_frame_seconds")
+
+
+def measure(pages: list, seconds: float, server) -> tuple[list[dict], float, float, float, list[float]]:
+    """Run ``seconds``; per page its window, then wall s, server CPU s, browser CPU s and the RSS samples (MB).
+    The server's own split of the phase's frames (means, ms: slot wait, in the session, taken → sent) goes into
+    the first window as ``split``."""
+    server_pid = server.process.pid
     before = [snapshot(page) for page in pages]
+    scraped = server.metrics()
     cpu_server, cpu_browser = cpu_s(server_pid), browser_cpu_s(server_pid)
     started = time.perf_counter()
     rss = [rss_mb(server_pid)]
@@ -95,6 +109,8 @@ def measure(pages: list, seconds: float, server_pid: int) -> tuple[list[dict], f
         rss.append(rss_mb(server_pid))
     wall = time.perf_counter() - started
     windows = [window_of(page, b) for page, b in zip(pages, before)]
+    now = server.metrics()
+    windows[0]["split"] = [mean_ms(scraped, now, name) for name in SPLIT]
     return windows, wall, cpu_s(server_pid) - cpu_server, browser_cpu_s(server_pid) - cpu_browser, rss
 
 
@@ -151,13 +167,13 @@ def main() -> None:
             with chromium_browser() as browser, camera_browser(browser, y4m) as camera:
                 memory = {"ready": rss_mb(server.process.pid)}  # the server's RSS (MB) between the phases
                 context, page = open_live_page(camera, server.url)
-                single, wall, cpu_server, cpu_browser, _ = measure([page], args.seconds, server.process.pid)
+                single, wall, cpu_server, cpu_browser, _ = measure([page], args.seconds, server)
                 memory["after 1 client"] = rss_mb(server.process.pid)
                 context.close()
                 compare: dict[int, list[dict]] = {1: [], 2: []}
                 for in_flight in (1, 2, 1, 2):  # interleaved, so a change of the machine's load hits both
                     context, page = open_live_page(camera, server.url, in_flight)
-                    windows, compare_wall, *_ = measure([page], args.compare_seconds, server.process.pid)
+                    windows, compare_wall, *_ = measure([page], args.compare_seconds, server)
                     compare[in_flight].append({**windows[0], "wall": compare_wall})
                     context.close()
                 memory["after 4 more sessions"] = rss_mb(server.process.pid)
@@ -169,7 +185,7 @@ def main() -> None:
                     clients = [open_live_page(c, server.url) for c in cameras]
                     time.sleep(2)
                     crowd, crowd_wall, crowd_cpu_server, crowd_cpu_browser, rss = measure(
-                        [p for _, p in clients], args.overload_seconds, server.process.pid)
+                        [p for _, p in clients], args.overload_seconds, server)
                     for context, _ in clients:
                         context.close()
                 time.sleep(1)
@@ -220,6 +236,12 @@ def report(host: str, one: dict, wall: float, cpu_server: float, cpu_browser: fl
     skipped = sum(w["skipped"] for w in crowd)
     shown = sum(w["shown"] for w in crowd)
     outside = [total - server for total, server in zip(one["latency"], one["server"])]
+
+    def split(windows: list[dict]) -> str:
+        wait, in_session, server = windows[0]["split"]
+        latency = statistics.fmean([ms for w in windows for ms in w["latency"]])
+        return (f"{wait:.0f} | {in_session:.0f} | {server - in_session:.0f} | {latency - server - wait:.0f} | "
+                f"{latency:.0f}")
     growth = rss[-1] - rss[0]
     return f"""## Live camera
 
@@ -239,6 +261,16 @@ newest-frame slot → fused JPEG sent; capture-to-display: the page draws the ca
 Outside the server (the page's JPEG encoding, two WebSocket hops on loopback, decoding and drawing; capture-to-display
 minus server time of each frame, 1 client): p50 {median(outside):.0f} ms, p95 {percentile(outside, 95):.0f} ms —
 the transport and the codecs are a small share of a frame, which is why a WebSocket of JPEG frames was kept.
+
+Where a frame's time goes (means over each phase, ms): waiting in its session's newest-frame slot for the frame
+before it, in the session (decode → track → fuse → encode, on a worker thread), the hop to that thread and the send
+(server time − in the session), and outside the server (capture-to-display − server time − slot wait: the page's
+encoding, loopback, decoding, drawing, and the browser's wait for a core):
+
+| phase | slot wait | in the session | thread hop and send | outside the server | capture-to-display |
+|---|---|---|---|---|---|
+| 1 client | {split([one])} |
+| 3 clients | {split(crowd)} |
 
 Server RSS during the 3-client phase (sampled every second): {rss[0]:.0f} MB at its start, {max(rss):.0f} MB peak,
 {rss[-1]:.0f} MB at its end ({growth:+.0f} MB). Between the phases: {' → '.join(f'{k} {v:.0f} MB' for k, v in memory.items())}.

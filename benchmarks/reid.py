@@ -79,7 +79,7 @@ def main() -> None:
         photos["texture"].append(lbp_texture(analysis.image, face.keypoints))
         photos["judge"].append(judge.embed(analysis.image, face))
     clip: dict[str, list] = {"people": [], "shots": [], "shape": [], "texture": [], "clothes": [], "judge": []}
-    tracker = FaceTracker(fuser.analyzer, VideoOptions(), fuser.config.analysis.quality, "largest")
+    tracker = FaceTracker(fuser.analyzer, VideoOptions(), fuser.gate, True, "largest")  # restoring: as at defaults
     for decoded in read_frames(HAMILTON, None, None, None, threading.Event()):
         faces = tracker.step(decoded.image, float(decoded.frame.time))
         if tracker._since_detection != 0:  # only the detection frames: faces seen fresh
@@ -106,7 +106,7 @@ def main() -> None:
     outcome = ["| re-identification | frames fused per shot (shot: frames) | choice made again after a cut |",
                "|---|---|---|"]
     for enabled in (True, False):
-        tracker = FaceTracker(fuser.analyzer, VideoOptions(), fuser.config.analysis.quality, "largest")
+        tracker = FaceTracker(fuser.analyzer, VideoOptions(), fuser.gate, True, "largest")  # restoring: as at defaults
         if not enabled:
             tracker.person.confirm = lambda image, box: None  # type: ignore[method-assign]  # never learns the clothes
         fused: dict[int, int] = {}

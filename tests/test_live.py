@@ -76,6 +76,81 @@ def test_live_session_tracks_fuses_and_marks_every_frame(fuser, source_photo, cl
     assert session.frames == len(shown) and session.frames_fused == len(fused)
 
 
+def hide_face(fuser, frame: np.ndarray) -> np.ndarray:
+    """``frame`` with the performer's head (from above its detector box to below the chin, twice as wide) covered by
+    the dark stage curtain 300 px to its left: the face has left the picture, and the frame changes too little for
+    a scene cut."""
+    detected = fuser.analyzer.detect(frame)
+    x, y, w, h = fuser.analyzer.box(detected.view, detected.detections[0])
+    x0, y0 = int(x - 0.5 * w), max(0, int(y - 0.5 * h))
+    x1, y1 = int(x + 1.5 * w), int(y + 2.5 * h)
+    covered = frame.copy()
+    covered[y0:y1, x0:x1] = frame[y0:y1, x0 - 300:x1 - 300]
+    return covered
+
+
+def test_detection_runs_aside_and_picks_up_a_face_that_enters_and_drops_one_that_leaves(fuser, source_photo,
+                                                                                      clip_frames):
+    """A face that enters after the first frame is fused from the next round (in the frame: nothing was followed);
+    the rounds while it is followed run on the session's detection thread and confirm it (a merge that lost their
+    result would drop it after two), and when it leaves the frames come back untouched but for the mark."""
+    moving = 2 * (clip_frames + clip_frames[::-1])  # 80 frames of continuous motion, no cut
+    hidden = [hide_face(fuser, f) for f in clip_frames[:5]]
+    floor = fuser.gate.quality.min_score  # the least detector score the tracker takes for a face
+    assert all(d.score < floor for f in hidden for d in fuser.analyzer.detect(f).detections)  # the face is hidden
+    leaving = [hide_face(fuser, f) for f in (clip_frames[::-1] + clip_frames)[:40]]
+    frames = hidden + moving[5:] + leaving
+    every = LiveSession(fuser, source_photo).video.every_n
+    with LiveSession(fuser, source_photo) as session:
+        shown, rounds, aside = [], [], []
+        for index, frame in enumerate(frames):
+            shown.append(session.process(frame, index / 30).fused)
+            rounds.append(session.tracker.detections)
+            aside.append(session.tracker.in_flight)
+        session.tracker.wait()
+        assert session.tracker.scene_cuts == 0
+        entered = shown.index(True)
+        # it appears at frame 5, and the first round that finds it over the gate's score (the one due at frame
+        # `every` or, the singer's score dipping there, the next) fuses it in its own frame
+        assert 5 < entered <= 2 * every and rounds[entered] > rounds[entered - 1]
+        followed = range(entered, len(hidden) + len(moving) - 5)
+        assert all(shown[i] for i in followed)  # never dropped while in the picture
+        assert rounds[followed[-1]] - rounds[entered] >= 2  # rounds ran (and confirmed it) while it was followed
+        assert sum(aside[i] and rounds[i] > rounds[i - 1] for i in followed) >= 2  # …on the detection thread
+        left = len(hidden) + len(moving) - 5
+        # gone at once (FaceMesh loses it) or after two rounds that did not see it
+        assert not any(shown[left + 2 * every + 5:])
+        last = session.process(leaving[-1], len(frames) / 30)
+        assert np.array_equal(last.image, add_visible_mark(leaving[-1]))
+        assert not any(t.active for t in session.tracker.tracks)
+
+
+def test_a_second_face_is_picked_up_by_a_round_aside_while_the_first_is_fused(fuser, source_photo, clip_frames):
+    """Two performers: the right half of each frame beside its mirror image. The mirrored one is followed from the
+    first frame; the other is hidden until frame 20, so the round due at frame 30 runs aside (a face is followed):
+    that frame does not wait for it, and a later frame merges the new face as a second track."""
+    def pair(index: int, hidden: bool) -> np.ndarray:
+        frame = clip_frames[index]
+        left = (hide_face(fuser, frame) if hidden else frame)[:, 320:]
+        return np.ascontiguousarray(np.hstack([left, frame[:, 320:][:, ::-1]]))
+
+    order = 3 * (list(range(10)) + list(range(9, -1, -1)))  # frames 0-9 back and forth: both faces score well
+    frames = [pair(i, hidden=n < 20) for n, i in enumerate(order)]
+    floor = fuser.gate.quality.min_score
+    assert all(sum(d.score >= floor for d in fuser.analyzer.detect(f).detections) == 1 for f in frames[:20:5])
+    with LiveSession(fuser, source_photo) as session:
+        followed, aside, fused = [], [], []
+        for index, frame in enumerate(frames):
+            fused.append(session.process(frame, index / 30).fused)
+            followed.append(sum(t.active for t in session.tracker.tracks))
+            aside.append(session.tracker.in_flight)
+    every = session.video.every_n
+    assert all(fused) and followed[:2 * every + 1] == [1] * (2 * every + 1)
+    assert aside[2 * every]  # the round of frame 30 was handed on, and that frame went on with one face
+    second = followed.index(2)
+    assert 2 * every < second < 3 * every and all(n == 2 for n in followed[second:])
+
+
 def test_encoded_frames_carry_the_label_and_respect_the_limits(fuser, source_photo, clip_frames):
     session = LiveSession(fuser, source_photo)
     data, frame = session.process_encoded(jpeg(clip_frames[0]), ImageLimits())
@@ -153,6 +228,11 @@ def test_live_session_end_to_end_drops_old_frames(server, source_photo, clip_fra
     for outcome, least in (("fused", 1), ("unfused", 0), ("dropped", 1)):
         assert server.metric("facefuse_live_frames_total", outcome=outcome) >= least, outcome
     assert server.metric("facefuse_live_frame_seconds_count") >= len(replies)
+    # where the time went: the burst's frames waited in the slot for the frame being fused; time in the session
+    # (decode → encode) is part of the server time (taken → sent)
+    assert server.metric("facefuse_live_frame_wait_seconds_count") == server.metric("facefuse_live_frame_seconds_count")
+    assert server.metric("facefuse_live_frame_wait_seconds_sum") > 0
+    assert 0 < server.metric("facefuse_live_fuse_seconds_sum") <= server.metric("facefuse_live_frame_seconds_sum")
     headers = [REPLY_HEADER.unpack_from(r) for r in replies]
     seqs = [h[0] for h in headers]
     assert seqs[:4] == [0, 1, 2, 3] and seqs == sorted(seqs)

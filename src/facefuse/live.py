@@ -4,6 +4,8 @@ The source photo is analysed and prepared once, when the session starts; every f
 video path's per-frame steps — follow the faces with the clip tracker (:class:`~facefuse.video.tracking.FaceTracker`,
 a detector pass every ``VideoOptions.every_n`` frames and at scene cuts, FaceMesh in between), fuse the chosen face,
 put the visible "AI-generated" mark on the frame — and an encoded frame also carries the label in its metadata.
+Unlike a video, a camera frame does not wait for the detector: while a face is followed, the session's detection
+rounds run on a thread of their own (the second core) and their result is merged at a later frame.
 Nothing is queued here: a caller that gets frames faster than they are fused drops the old ones and hands over only
 the newest (the web service does exactly that, see :mod:`facefuse.serve.live_routes`).
 
@@ -12,15 +14,16 @@ Library use::
     from facefuse import Fuser
     from facefuse.live import LiveSession
 
-    session = LiveSession(Fuser(), "me.jpg")
-    for frame in camera_frames():            # RGB uint8 arrays
-        shown = session.process(frame).image  # fused where the face was followed, always marked
+    with LiveSession(Fuser(), "me.jpg") as session:
+        for frame in camera_frames():            # RGB uint8 arrays
+            shown = session.process(frame).image  # fused where the face was followed, always marked
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
@@ -60,22 +63,37 @@ class LiveFrame:
 class LiveSession:
     """One camera stream: the prepared source, the tracker that carries the face between detections, and the
     running colour correction per tracked face. Not thread-safe (frames of one stream come in order); the
-    :class:`~facefuse.pipeline.Fuser` it uses is shared and may serve other sessions at the same time."""
+    :class:`~facefuse.pipeline.Fuser` it uses is shared and may serve other sessions at the same time. ``close``
+    (or leaving a ``with`` block) ends its detection thread."""
 
     def __init__(self, fuser: Fuser, source: ImageInput | PreparedSource, options: FusionOptions | None = None,
-                 video: VideoOptions | None = None, *, clock: Callable[[], float] = time.monotonic) -> None:
+                 video: VideoOptions | None = None, *, clock: Callable[[], float] = time.monotonic,
+                 detect_aside: bool = True) -> None:
         self.fuser = fuser
         # the visible mark goes on every live frame, fused or not, whatever the options say
         self.options = (options or live_options()).model_copy(update={"visible_label": True})
         self.video = video or VideoOptions(every_n=LIVE_DETECT_EVERY)
         self.prepared = source if isinstance(source, PreparedSource) else fuser.prepare(source, self.options)
-        restoring = self.options.restore != "off" and (self.options.profile_degree > 0 or self.options.feature_degree > 0)
-        self.tracker = FaceTracker(fuser.analyzer, self.video, fuser.gate, restoring, self.options.target_face)
+        # one worker: never more than one detection round in flight per session; ``detect_aside=False`` runs the
+        # rounds in the frame, as a video does (benchmarks/live_frames.py compares the two)
+        self._rounds = ThreadPoolExecutor(1, thread_name_prefix="facefuse-live-detect")
+        self.tracker = FaceTracker(fuser.analyzer, self.video, fuser.gate, self.options.restores_targets,
+                                   self.options.target_face, rounds=self._rounds if detect_aside else None)
         self.turns = FaceTurns(self.video)  # per track: the colour average and the segmenter output carried
         self.frames = 0
         self.frames_fused = 0
         self._clock = clock
         self._started = clock()
+
+    def close(self) -> None:
+        """Let the detection round in flight finish and end the session's detection thread."""
+        self._rounds.shutdown(wait=True)
+
+    def __enter__(self) -> LiveSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @property
     def warnings(self) -> tuple[str, ...]:

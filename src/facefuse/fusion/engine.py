@@ -89,6 +89,17 @@ class FusionOptions(Options):
         "hands on top and the source's hair out, when the licence setting allows it (else the classic masks, with "
         "a warning); off: classic masks only")
 
+    @property
+    def changes_faces(self) -> bool:
+        """False when both degrees are 0: the photo comes back untouched (labelled), no face is changed."""
+        return self.profile_degree > 0 or self.feature_degree > 0
+
+    @property
+    def restores_targets(self) -> bool:
+        """Whether the restore stage may act on a target face: the streams' trackers then accept faces the gate
+        finds blurry or small, as the photo path's gate does."""
+        return self.restore != "off" and self.changes_faces
+
 
 @dataclass
 class SourceFace:

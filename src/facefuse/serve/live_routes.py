@@ -35,7 +35,7 @@ from starlette.websockets import WebSocketDisconnect
 from ..config import ImageLimits
 from ..errors import ErrorCode, FacefuseError
 from ..fusion.engine import FusionOptions
-from ..live import LIVE_QUALITY, LiveSession, live_options
+from ..live import LIVE_QUALITY, LiveFrame, LiveSession, live_options
 from ..pipeline import Fuser
 from ..schema import invalid_options
 from ..video.options import VideoOptions
@@ -74,6 +74,12 @@ class LiveMetrics:
                                ["code"], registry=registry)
         self.frame_time = Histogram("facefuse_live_frame_seconds", "server time per live frame (taken → sent)",
                                     buckets=FRAME_BUCKETS, registry=registry)
+        # where a frame's time goes under load: waiting for its session's previous frame, then in the session itself
+        # (decode → encode on a worker thread); the rest of the server time is the hop to that thread and the send
+        self.frame_wait = Histogram("facefuse_live_frame_wait_seconds", "time a live frame waited in its session's "
+                                    "newest-frame slot (arrived → taken)", buckets=FRAME_BUCKETS, registry=registry)
+        self.fuse_time = Histogram("facefuse_live_fuse_seconds", "time a live frame spent in its session "
+                                   "(decode → encode, on a worker thread)", buckets=FRAME_BUCKETS, registry=registry)
 
 
 class LiveSlots:
@@ -117,22 +123,24 @@ class NewestFrame:
     """A one-frame mailbox: a frame put while the previous one still waits replaces it (and counts as dropped)."""
 
     def __init__(self) -> None:
-        self._frame: tuple[int, bytes] | None = None
+        self._frame: tuple[int, bytes, float] | None = None
         self._ready = asyncio.Event()
         self.dropped = 0
 
     def put(self, seq: int, data: bytes) -> None:
         if self._frame is not None:
             self.dropped += 1
-        self._frame = (seq, data)
+        self._frame = (seq, data, time.perf_counter())
         self._ready.set()
 
-    async def take(self) -> tuple[int, bytes]:
+    async def take(self) -> tuple[int, bytes, float]:
+        """The newest frame: its sequence number, its bytes and the seconds it waited in the slot."""
         await self._ready.wait()
         self._ready.clear()
         frame, self._frame = self._frame, None
         assert frame is not None
-        return frame
+        seq, data, arrived = frame
+        return seq, data, time.perf_counter() - arrived
 
 
 @dataclass(frozen=True)
@@ -324,8 +332,9 @@ async def _session(websocket: WebSocket, state: ServiceState, fuser: Fuser) -> N
     finally:
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)  # (a frame being fused finishes first)
         metrics.frames.labels("dropped").inc(newest.dropped)
+        await run_in_threadpool(session.close)  # its detection thread, after the round in flight
     for task in done:
         task.result()  # the error that ended the session (or _Gone)
 
@@ -340,13 +349,23 @@ async def _receive_frames(websocket: WebSocket, newest: NewestFrame, idle_s: flo
         newest.put(seq, data[FRAME_HEADER.size:])
 
 
+def _timed(session: LiveSession, data: bytes, limits: ImageLimits,
+           quality: int) -> tuple[tuple[bytes, LiveFrame], float]:
+    """:meth:`LiveSession.process_encoded` and its wall seconds on the worker thread."""
+    started = time.perf_counter()
+    result = session.process_encoded(data, limits, quality)
+    return result, time.perf_counter() - started
+
+
 async def _fuse_frames(websocket: WebSocket, newest: NewestFrame, session: LiveSession, limits: ImageLimits,
                        quality: int, metrics: LiveMetrics) -> None:
     while True:
-        seq, data = await newest.take()
+        seq, data, waited = await newest.take()
         started = time.perf_counter()
-        encoded, frame = await run_in_threadpool(session.process_encoded, data, limits, quality)
+        (encoded, frame), in_session = await run_in_threadpool(_timed, session, data, limits, quality)
         seconds = time.perf_counter() - started
+        metrics.frame_wait.observe(waited)
+        metrics.fuse_time.observe(in_session)
         server_us = min(int(seconds * 1e6), 2**32 - 1)
         await websocket.send_bytes(REPLY_HEADER.pack(seq, server_us, newest.dropped, int(frame.fused)) + encoded)
         metrics.frames.labels("fused" if frame.fused else "unfused").inc()

@@ -99,7 +99,7 @@ class Record:
     @property
     def fusing(self) -> bool:
         """False when both degrees are 0: the photo comes back untouched (labelled), no face is changed."""
-        return self.options.profile_degree > 0 or self.options.feature_degree > 0
+        return self.options.changes_faces
 
     def noted(self, *notes: str) -> Record:
         return replace(self, notes=(*self.notes, *(n for n in notes if n not in self.notes)))

@@ -125,8 +125,7 @@ class _Run:
         self.end_pts = info.start_pts + round(video.end / tb) if video.end is not None else None
         self.segment_frames = max(1, round(video.segment_s * info.rate))
         choice = "by_source" if video.match_source else options.target_face
-        restoring = options.restore != "off" and (options.profile_degree > 0 or options.feature_degree > 0)
-        self.tracker = FaceTracker(fuser.analyzer, video, fuser.gate, restoring, choice,
+        self.tracker = FaceTracker(fuser.analyzer, video, fuser.gate, options.restores_targets, choice,
                                    signature(None, prepared.face.landmarks) if prepared.face.landmarks is not None
                                    else None)
         self.turns = FaceTurns(video)  # per track: the colour average and the segmenter output carried

@@ -9,10 +9,18 @@ colour histogram of its skin) is close enough to the lost track's. The chosen fa
 the fusion stays on the same person through the shot, through short occlusions, and across a cut when that
 person is recognised in the new shot; when not (the signature is no face recognizer: people lit alike can look
 alike to it, and a tiny face in a wide shot says little), the choice is made again in the new shot.
+
+A live camera cannot wait for the detector: given an executor, a detection round due while faces are followed runs
+there, on the frame that was due, while that frame and the next ones are fused with FaceMesh's own landmarks; its
+result (which followed faces it confirmed, which new faces it found) is merged into the tracks at the first frame
+after it finished, and the next round starts only after that (never two in flight); a round that looked at a frame
+before a scene cut is dropped. While no face is followed a frame has no fusion to wait, so its round runs in it: a
+face entering an empty picture (or a new shot) is fused in the very frame the detector finds it.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, replace
 
 import cv2
@@ -126,6 +134,17 @@ class Track:
 
 
 @dataclass(frozen=True)
+class DetectionRound:
+    """What one detector pass over one frame said about the faces followed in that frame."""
+
+    shot: int  # the scene the frame belongs to: a round from before a cut says nothing about the new shot
+    image: np.ndarray  # the frame it looked at (the new faces' signatures come from it)
+    looked_at: tuple[int, ...]  # the ids of the tracks followed in that frame
+    confirmed: dict[int, Signature]  # of those, the ones a detector box overlapped, with their signature there
+    new_faces: tuple[Face, ...]  # faces with landmarks that no followed face overlapped, left to right
+
+
+@dataclass(frozen=True)
 class TrackedFace:
     track_id: int
     face: Face  # smoothed landmarks, measured by the gate (score 1: a followed face is no detection)
@@ -135,7 +154,7 @@ class FaceTracker:
     """Follows every face of a clip frame by frame and keeps the chosen one locked to one track id."""
 
     def __init__(self, analyzer: FaceAnalyzer, options: VideoOptions, gate: Gate, restoring: bool,
-                 choice: str | int, source: Signature | None = None) -> None:
+                 choice: str | int, source: Signature | None = None, rounds: Executor | None = None) -> None:
         self.analyzer = analyzer
         self.options = options
         self.gate = gate  # the pipeline's gate: which faces may be chosen is its rule, as for photos
@@ -155,6 +174,9 @@ class FaceTracker:
         self.person = PersonAppearance()  # what the locked person wears (see .reid)
         self._image: np.ndarray | None = None  # the frame of the latest step, for the appearance checks
         self._new_shot = False
+        self._rounds = rounds  # where rounds over followed faces run (None: in the frame, as for a video)
+        self._pending: Future[DetectionRound] | None = None
+        self._detected = False  # a detection round's result was merged in the latest step
 
     # --- state carried over a resume ---------------------------------------------------------------------------
     def state(self) -> dict:
@@ -184,12 +206,33 @@ class FaceTracker:
             self._since_detection = self.options.every_n
             self._new_shot = True
         self._image = image
+        self._detected = False
+        if self._pending is not None and self._pending.done():
+            finished, self._pending = self._pending.result(), None
+            self._merge(finished)  # before following, so a new face is followed in this very frame
         self._follow(image)
         self._since_detection += 1
-        if self._since_detection >= self.options.every_n:
+        if self._since_detection >= self.options.every_n and self._pending is None:
             self._since_detection = 0
-            self._detect(image)
+            self.detections += 1
+            followed = [(t.id, t.mesh) for t in self.tracks if t.active]
+            if self._rounds is not None and followed:
+                # a copy: the caller may reuse its frame buffer (a camera's) while the round still reads it
+                self._pending = self._rounds.submit(self._look, image.copy(), followed, self.scene_cuts)
+            else:
+                self._merge(self._look(image, followed, self.scene_cuts))
         return [self._tracked(image, track, time) for track in self.tracks if track.active]
+
+    @property
+    def in_flight(self) -> bool:
+        """A detection round runs aside and its result is not merged yet."""
+        return self._pending is not None
+
+    def wait(self) -> None:
+        """Merge the detection round in flight, if any, waiting for it (the end of a stream; tests)."""
+        if self._pending is not None:
+            finished, self._pending = self._pending.result(), None
+            self._merge(finished)
 
     def chosen(self, faces: list[TrackedFace]) -> list[TrackedFace]:
         """The faces to fuse in this frame: every accepted one for "all", else the locked person's, if visible."""
@@ -216,7 +259,7 @@ class FaceTracker:
         if self.locked is None and accepted:
             self.locked = self._pick(faces, accepted)
         chosen = [f for f in accepted if f.track_id == self.locked]
-        if chosen and self._since_detection == 0 and self._image is not None:
+        if chosen and self._detected and self._image is not None:
             self.person.confirm(self._image, chosen[0].face.box)  # a detection saw the locked person: update
         return chosen
 
@@ -244,37 +287,47 @@ class FaceTracker:
             else:
                 track.mesh, track.shot = mesh, self.scene_cuts
 
-    def _detect(self, image: np.ndarray) -> None:
-        """A detector pass: its boxes confirm the followed faces; only the faces it finds that no track follows get
-        landmarks (a FaceMesh run or two each), so a detection round over a followed face costs the detector alone."""
-        self.detections += 1
+    def _look(self, image: np.ndarray, followed: list[tuple[int, np.ndarray]], shot: int) -> DetectionRound:
+        """A detector pass over ``image`` and its ``followed`` (track id, mesh) faces: its boxes confirm followed
+        faces; only the faces it finds that none overlaps get landmarks (a FaceMesh run or two each), so a round over
+        a followed face costs the detector alone. Reads no track state: it may run on another thread."""
         detected = self.analyzer.detect(image)
         # left to right, as the analysis orders faces everywhere
         found = sorted(((self.analyzer.box(detected.view, d), d) for d in detected.detections
                         if d.score >= self.gate.quality.min_score), key=lambda f: f[0][0] + f[0][2] / 2)
-        active = [t for t in self.tracks if t.active]
-        pairs = sorted(((iou(box, mesh_box(t.mesh)), i, t.id) for i, (box, _) in enumerate(found) for t in active),
-                       reverse=True)
+        meshes = dict(followed)
+        pairs = sorted(((iou(box, mesh_box(mesh)), i, track_id) for i, (box, _) in enumerate(found)
+                        for track_id, mesh in followed), reverse=True)
         matched_faces: set[int] = set()
-        matched_tracks: set[int] = set()
+        confirmed: dict[int, Signature] = {}
         for overlap, i, track_id in pairs:
-            if overlap < IOU_MATCH or i in matched_faces or track_id in matched_tracks:
+            if overlap < IOU_MATCH or i in matched_faces or track_id in confirmed:
                 continue
             matched_faces.add(i)
-            matched_tracks.add(track_id)
-            track = next(t for t in active if t.id == track_id)
-            track.unconfirmed = 0
-            track.signature = track.signature.blend(signature(image, track.mesh), SIGNATURE_WEIGHT)
-        for track in active:
-            if track.id not in matched_tracks:
+            confirmed[track_id] = signature(image, meshes[track_id])
+        unmatched = [d for i, (_, d) in enumerate(found) if i not in matched_faces]
+        # (a photo found turned is looked at again upright, which may bring back a followed face)
+        new_faces = self.analyzer.landmarks([replace(detected, detections=unmatched)])[1][0] if unmatched else []
+        return DetectionRound(shot, image, tuple(meshes), confirmed, tuple(new_faces))
+
+    def _merge(self, found: DetectionRound) -> None:
+        """A detection round into the tracks: confirmed faces stay, a face missed by ``MISSED_DETECTIONS`` rounds in a
+        row is dropped, new faces start tracks (or bring lost ones back)."""
+        if found.shot != self.scene_cuts:
+            return  # the frame it looked at was in another shot
+        self._detected = True
+        for track in self.tracks:
+            if not track.active or track.id not in found.looked_at:
+                continue
+            if track.id in found.confirmed:
+                track.unconfirmed = 0
+                track.signature = track.signature.blend(found.confirmed[track.id], SIGNATURE_WEIGHT)
+            else:
                 track.unconfirmed += 1
                 track.active = track.unconfirmed < MISSED_DETECTIONS
-        unmatched = [d for i, (_, d) in enumerate(found) if i not in matched_faces]
-        if unmatched:
-            for face in self.analyzer.landmarks([replace(detected, detections=unmatched)])[1][0]:
-                # (a photo found turned is looked at again upright, which may bring back a followed face)
-                if all(iou(face.box, mesh_box(t.mesh)) < IOU_MATCH for t in self.tracks if t.active):
-                    self._start(image, face)
+        for face in found.new_faces:
+            if all(iou(face.box, mesh_box(t.mesh)) < IOU_MATCH for t in self.tracks if t.active):
+                self._start(found.image, face)
         lost = [t for t in self.tracks if not t.active]
         self.tracks = [t for t in self.tracks if t.active] + lost[-LOST_MEMORY:]
 
