@@ -69,6 +69,14 @@ def patched(module, **values) -> contextlib.ExitStack:
     return stack
 
 
+def _occluder_rule(rule: occlusion.OccluderRule):
+    """The segment stage's masks with ``rule`` for the target's occluders, whatever the option says (the two halves
+    of segmentation="whole" apart)."""
+    inner = occlusion.occlusion_masks
+    return replaced(segment, "occlusion_masks", lambda segmenter, rendered, photo, _: inner(segmenter, rendered,
+                                                                                             photo, rule))
+
+
 def _masks_without(change: Callable[[occlusion.OcclusionMasks], occlusion.OcclusionMasks] | None = None,
                    target_hair: bool = True):
     """The segment stage's masks with one decision undone: ``change`` applied to them, or the segmenter's hair
@@ -85,8 +93,8 @@ def _masks_without(change: Callable[[occlusion.OcclusionMasks], occlusion.Occlus
             target[HAIR] = 0.0
             return target, source
 
-    def masks(segmenter, rendered, photo):
-        out = inner(segmenter if target_hair else HairlessTarget(segmenter), rendered, photo)
+    def masks(segmenter, rendered, photo, rule):
+        out = inner(segmenter if target_hair else HairlessTarget(segmenter), rendered, photo, rule)
         return out if change is None else change(out)
     return replaced(segment, "occlusion_masks", masks)
 
@@ -154,10 +162,12 @@ VARIANTS: dict[str, tuple[dict, Callable[[], contextlib.AbstractContextManager]]
     "segmentation: target hair never on top": ({}, lambda: _masks_without(target_hair=False)),
     "segmentation: target occluders not on top": ({}, lambda: _masks_without(
         lambda m: replace(m, target_keep=np.zeros_like(m.target_keep)))),
-    "segmentation: occluders on the ramp only and grown 1/64 (before)": ({}, lambda: patched(
-        occlusion, OCCLUDER_SURE=2.0, GROW_DIVISOR=64)),
-    "segmentation: occluders as whole regions and grown 1/64": ({}, lambda: replaced(occlusion, "GROW_DIVISOR", 64)),
-    "segmentation: occluders on the ramp only and grown 1/48": ({}, lambda: replaced(occlusion, "OCCLUDER_SURE", 2.0)),
+    "segmentation=whole (occluders it is sure of kept whole, grown 1/48)": ({"segmentation": "whole"},
+                                                                          contextlib.nullcontext),
+    "segmentation: occluders as whole regions and grown 1/64": ({}, lambda: _occluder_rule(
+        occlusion.OccluderRule(sure=occlusion.OCCLUDER_SURE, grow_divisor=64))),
+    "segmentation: occluders on the ramp only and grown 1/48": ({}, lambda: _occluder_rule(
+        occlusion.OccluderRule(sure=None, grow_divisor=48))),
     "segmentation: skin masks geometric only": ({}, lambda: _masks_without(
         lambda m: replace(m, target_skin=np.ones_like(m.target_skin), source_skin=np.ones_like(m.source_skin)))),
     "detail step off": ({}, lambda: replaced(blend, "match_detail", lambda out, photo, w, s: out)),

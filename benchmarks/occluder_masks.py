@@ -11,7 +11,6 @@ benchmarks/results/segmenter_occluders.md; contact sheets in artifacts/.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +22,7 @@ from naturalness import HARD, Bench, paste_occluder, photo_sets
 
 from facefuse.analysis.segmentation import BROWS, EYES, NOSE, OCCLUDER, SEGMENT_SIZE, SKIN, SEGMENTER_MODEL, FaceSegmenter
 from facefuse.errors import FacefuseError
-from facefuse.fusion import occlusion
-from facefuse.fusion.occlusion import GROW_DIVISOR, OCCLUDER_FLOOR, occluders
+from facefuse.fusion.occlusion import OCCLUDER_FLOOR, OCCLUDER_RULES, occluders
 from facefuse.geometry import align
 from facefuse.geometry.regions import FACE_OVAL
 from facefuse.pipeline import Fuser
@@ -72,12 +70,12 @@ def psnr(a: np.ndarray, b: np.ndarray) -> float:
     return 99.0 if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
 
 
-def fused_with_keep(fuser, source: Path, occluded: np.ndarray, seen: list[Record]):
+def fused_with_keep(fuser, source: Path, occluded: np.ndarray, seen: list[Record], segmentation: str):
     """The fusion of ``source`` onto ``occluded`` and the segment stage's ``target_keep`` warped back onto the photo
     (None when the fusion fails); and the rendered crop's side."""
     seen.clear()
     try:
-        out = fuser.fuse(source, occluded, FusionOptions(visible_label=False)).image
+        out = fuser.fuse(source, occluded, FusionOptions(visible_label=False, segmentation=segmentation)).image
     except FacefuseError:
         return None
     record = seen[-1]
@@ -87,7 +85,8 @@ def fused_with_keep(fuser, source: Path, occluded: np.ndarray, seen: list[Record
     return out, keep, record.rendered.crop.shape[0]
 
 
-def pair_figures(fuser, photos: list[Path], seen: list[Record]) -> tuple[list[str], list[tuple[float, ...]]]:
+def pair_figures(fuser, photos: list[Path], seen: list[Record],
+                 segmentation: str = "auto") -> tuple[list[str], list[tuple[float, ...]]]:
     """Each occluder pair's row and its figures (PSNR all / frame / bar, keep frame mean / whole, bar mean / whole,
     the segmenter's occluder probability over the bar at 128 px, median)."""
     rows, figures = [], []
@@ -97,7 +96,7 @@ def pair_figures(fuser, photos: list[Path], seen: list[Record]) -> tuple[list[st
         occluded, mask = paste_occluder(analysis.image, face)
         bar = mask & np.all(occluded == BAR_COLOUR, axis=-1)
         frame = mask & ~bar
-        fused = fused_with_keep(fuser, source, occluded, seen)
+        fused = fused_with_keep(fuser, source, occluded, seen, segmentation)
         if fused is None:
             continue
         out, keep, crop_px = fused
@@ -113,14 +112,14 @@ def pair_figures(fuser, photos: list[Path], seen: list[Record]) -> tuple[list[st
     return rows, figures
 
 
-def unseen_row(label: str, fuser, photos: list[Path], seen: list[Record]) -> str:
+def unseen_row(label: str, fuser, photos: list[Path], seen: list[Record], segmentation: str = "auto") -> str:
     """The held-out bent stick (:func:`paste_unseen`) on the same targets: PSNR inside it (median, worst), the
     keep mask's mean over it and the share kept whole."""
     figures = []
     for source, target in zip(photos, photos[1:] + photos[:1]):
         analysis = fuser.analyze(target)
         occluded, mask = paste_unseen(analysis.image, max(analysis.faces, key=lambda f: f.area))
-        fused = fused_with_keep(fuser, source, occluded, seen)
+        fused = fused_with_keep(fuser, source, occluded, seen, segmentation)
         if fused is not None:
             out, keep, _ = fused
             figures.append((psnr(out[mask], occluded[mask]), keep[mask].mean(), (keep[mask] > 0.99).mean()))
@@ -135,17 +134,6 @@ def median_row(label: str, figures: list[tuple[float, ...]]) -> str:
             + " | " + " | ".join(f"{v:.2f}" for v in medians[3:]) + " |")
 
 
-@contextlib.contextmanager
-def ramp_only():
-    """fusion/occlusion.py's masks as before round 5 (issue 17): the ramp from 0.35 alone, grown 1/64 of the crop."""
-    saved = occlusion.OCCLUDER_SURE, occlusion.GROW_DIVISOR
-    occlusion.OCCLUDER_SURE, occlusion.GROW_DIVISOR = 2.0, 64
-    try:
-        yield
-    finally:
-        occlusion.OCCLUDER_SURE, occlusion.GROW_DIVISOR = saved
-
-
 def pairs_section(others: dict[str, Path]) -> None:
     """The package's segmenter pair by pair; each of ``others`` (ONNX files swapped into the loaded segmenter)
     as one more median row."""
@@ -155,11 +143,11 @@ def pairs_section(others: dict[str, Path]) -> None:
     sets = photo_sets(["face-api-js", "knn_examples", "att-faces", "hard"])
     photos = [ps[0] for photo_set in sets.values() for ps in list(photo_set.people.values())[:4]]
     rows, figures = pair_figures(fuser, photos, seen)
-    extra, unseen = [], [unseen_row("package's segmenter", fuser, photos, seen)]
-    # the segment stage's occluder masks before round 5: the ramp alone (nothing is ever "sure"), grown 1/64
-    with ramp_only():
-        extra.append(median_row(", occluder masks as before round 5 (ramp only, grown 1/64)",
-                                pair_figures(fuser, photos, seen)[1]))
+    unseen = [unseen_row("package's segmenter", fuser, photos, seen),
+              unseen_row("package's segmenter, segmentation=whole", fuser, photos, seen, "whole")]
+    # the option's other choice: the occluder regions the segmenter is sure of kept whole, grown 1/48
+    extra = [median_row(", segmentation=whole (regions it is sure of kept whole, grown 1/48)",
+                        pair_figures(fuser, photos, seen, "whole")[1])]
     segmenter = fuser.segmenter()
     for name, path in others.items():
         shipped, segmenter.session = segmenter.session, fuser.runtime.session(path, stage="segment")
@@ -171,7 +159,7 @@ def pairs_section(others: dict[str, Path]) -> None:
     lines = [
         "## Occluder masks (`benchmarks/occluder_masks.py`)", "",
         f"Machine: {machine()}. Run: `{' '.join(sys.argv[1:]) or 'defaults'}`. The occluder pairs of "
-        "`naturalness.py` (segmentation=auto), each occluder split into the glasses frame and the skin-coloured "
+        "`naturalness.py` (segmentation=auto, the default, pair by pair; segmentation=whole as a median row), each occluder split into the glasses frame and the skin-coloured "
         "bar; `keep` is the segment stage's `target_keep` (the target's photo stays on top where it is 1) warped "
         "back onto the photo: its mean over the part, and the share of the part's pixels it keeps whole (> 0.99); "
         "`bar occluder p`: the segmenter's occluder probability over the bar's pixels in its 128 px crop (median).",
@@ -266,12 +254,13 @@ def frame_truth(parsed: Parsed) -> np.ndarray:
     return parsed.region & band & ~features & dark
 
 
-def kept(occluder: np.ndarray) -> np.ndarray:
-    """Where the segment stage keeps the target (≥ 0.5): its occluder mask (fusion/occlusion.py ``occluders``),
-    grown by 1/GROW_DIVISOR of the crop as the stage grows it (2 px at 128 px)."""
-    radius = max(1, SEGMENT_SIZE // GROW_DIVISOR)
+def kept(occluder: np.ndarray, segmentation: str = "auto") -> np.ndarray:
+    """Where the segment stage keeps the target (≥ 0.5): its occluder mask for the option's choice
+    (fusion/occlusion.py ``occluders``), grown as the stage grows it (2 px at 128 px)."""
+    rule = OCCLUDER_RULES[segmentation]
+    radius = max(1, SEGMENT_SIZE // rule.grow_divisor)
     kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1, 2 * radius + 1))
-    return cv2.dilate(occluders(occluder), kernel) >= 0.5
+    return cv2.dilate(occluders(occluder, rule.sure), kernel) >= 0.5
 
 
 def overlay(parsed: Parsed, truth: np.ndarray | None = None) -> np.ndarray:
