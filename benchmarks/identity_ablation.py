@@ -162,7 +162,7 @@ VARIANTS: dict[str, tuple[dict, Callable[[], contextlib.AbstractContextManager]]
     "segmentation: target hair never on top": ({}, lambda: _masks_without(target_hair=False)),
     "segmentation: target occluders not on top": ({}, lambda: _masks_without(
         lambda m: replace(m, target_keep=np.zeros_like(m.target_keep)))),
-    "segmentation=whole (occluders it is sure of kept whole, grown 1/48)": ({"segmentation": "whole"},
+    "segmentation=whole (occluders it is sure of kept whole and grown 1/48)": ({"segmentation": "whole"},
                                                                           contextlib.nullcontext),
     "segmentation: occluders as whole regions and grown 1/64": ({}, lambda: _occluder_rule(
         occlusion.OccluderRule(sure=occlusion.OCCLUDER_SURE, grow_divisor=64))),

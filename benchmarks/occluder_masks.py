@@ -152,15 +152,18 @@ def pairs_section(others: dict[str, Path]) -> None:
     for name, path in others.items():
         shipped, segmenter.session = segmenter.session, fuser.runtime.session(path, stage="segment")
         try:
-            extra.append(median_row(f", segmenter {name}", pair_figures(fuser, photos, seen)[1]))
-            unseen.append(unseen_row(f"segmenter {name}", fuser, photos, seen))
+            for segmentation in ("auto", "whole"):
+                extra.append(median_row(f", segmenter {name}, segmentation={segmentation}",
+                                        pair_figures(fuser, photos, seen, segmentation)[1]))
+                unseen.append(unseen_row(f"segmenter {name}, segmentation={segmentation}", fuser, photos, seen,
+                                         segmentation))
         finally:
             segmenter.session = shipped
     lines = [
         "## Occluder masks (`benchmarks/occluder_masks.py`)", "",
         f"Machine: {machine()}. Run: `{' '.join(sys.argv[1:]) or 'defaults'}`. The occluder pairs of "
-        "`naturalness.py` (segmentation=auto, the default, pair by pair; segmentation=whole as a median row), each occluder split into the glasses frame and the skin-coloured "
-        "bar; `keep` is the segment stage's `target_keep` (the target's photo stays on top where it is 1) warped "
+        "`naturalness.py` (segmentation=auto, the default, pair by pair; segmentation=whole as a median row), each "
+        "occluder split into the glasses frame and the skin-coloured bar; `keep` is the segment stage's `target_keep` (the target's photo stays on top where it is 1) warped "
         "back onto the photo: its mean over the part, and the share of the part's pixels it keeps whole (> 0.99); "
         "`bar occluder p`: the segmenter's occluder probability over the bar's pixels in its 128 px crop (median).",
         "",
@@ -316,12 +319,13 @@ def segmenter_rows(models: dict[str, Path]) -> str:
     lines += ["", "### Real glasses frames kept (hard/glasses and the shared sets' photos with glasses)", "",
               "Frame pixels by rule (dark pixels of the face oval between the brows and the nose's middle, eyes and "
               "brows excluded; thin metal frames are too light for the rule: their frame px are few or none): the "
-              "share the segment stage keeps (its occluder mask ≥ 0.5, grown 2 px at 128 px), and the "
-              "occluder pixels in the fused region.", "",
+              "share the segment stage keeps (its occluder mask ≥ 0.5 with segmentation=auto, grown 2 px at 128 px; "
+              "the last row: with segmentation=whole), and the occluder pixels in the fused region.", "",
               "| photo | frame px (rule) | " + " | ".join(f"{m}: frame kept | {m}: occluder px" for m in models)
               + " |", "|---|---|" + "---|---|" * len(models)]
     glasses_tiles = []
     shares: dict[str, list[float]] = {m: [] for m in models}
+    whole_shares: dict[str, list[float]] = {m: [] for m in models}
     for photo in glasses_photos():
         try:
             parsed = {m: parse(fuser, s, photo) for m, s in segmenters.items()}
@@ -333,12 +337,15 @@ def segmenter_rows(models: dict[str, Path]) -> str:
             share = float(kept(p.occluder)[truth].mean()) if truth.sum() >= 20 else float("nan")
             if truth.sum() >= 20:
                 shares[m].append(share)
+                whole_shares[m].append(float(kept(p.occluder, "whole")[truth].mean()))
             cells.append(f"{share:.0%}" if truth.sum() >= 20 else "–")
             cells.append(str(int((p.region & (p.occluder > OCCLUDER_FLOOR)).sum())))
         lines.append(f"| {_key(photo)} | {int(truth.sum())} | " + " | ".join(cells) + " |")
         glasses_tiles.append(np.concatenate([overlay(p, truth) for p in parsed.values()], 1))
     lines.append("| **mean** (frames ≥ 20 px) | | " + " | ".join(f"{np.mean(shares[m]):.0%} | " for m in models)
                  + " |")
+    lines.append("| **mean, segmentation=whole** (frames ≥ 20 px) | | "
+                 + " | ".join(f"{np.mean(whole_shares[m]):.0%} | " for m in models) + " |")
     cv2.imwrite(str(ARTIFACTS / "segmenter_glasses.png"), cv2.cvtColor(grid(glasses_tiles, 4), cv2.COLOR_RGB2BGR))
     lines += ["", "### Real occluded photos (faces/hard/occluded: microphone, hands, phone, fingers, hair, hat)", "",
               "Occluder pixels (p > 0.35) in the fused region; no truth masks exist, so the sheet "

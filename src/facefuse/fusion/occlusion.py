@@ -16,6 +16,7 @@ Without the model (licence setting, or ``segmentation="off"``) the classic geome
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import cv2
 import numpy as np
@@ -44,8 +45,8 @@ class OccluderRule:
 # the choices of FusionOptions.segmentation that run the segmenter. auto: the ramp, grown 1/64 (identity margin
 # +0.095 on the 36 ablation pairs, occluder pairs 19.6 dB); whole: regions it is sure of kept whole, grown 1/48
 # (frames 21.4 → 52.5 dB, occluder pairs 22.9 dB, but the margin +0.045: its false occluders travel further)
-OCCLUDER_RULES = {"auto": OccluderRule(sure=None, grow_divisor=64),
-                  "whole": OccluderRule(sure=OCCLUDER_SURE, grow_divisor=48)}
+OCCLUDER_RULES = MappingProxyType({"auto": OccluderRule(sure=None, grow_divisor=64),
+                                   "whole": OccluderRule(sure=OCCLUDER_SURE, grow_divisor=48)})
 
 
 @dataclass(frozen=True)
