@@ -146,8 +146,12 @@ def pairs_section(others: dict[str, Path]) -> None:
     unseen = [unseen_row("package's segmenter", fuser, photos, seen),
               unseen_row("package's segmenter, segmentation=whole", fuser, photos, seen, "whole")]
     # the option's other choice: the occluder regions the segmenter is sure of kept whole, grown 1/48
-    extra = [median_row(", segmentation=whole (regions it is sure of kept whole, grown 1/48)",
-                        pair_figures(fuser, photos, seen, "whole")[1])]
+    whole = pair_figures(fuser, photos, seen, "whole")[1]
+    extra = [median_row(", segmentation=whole (regions it is sure of kept whole, grown 1/48)", whole)]
+    verdict = [f"Goal ≥ 35 dB over the whole pasted occluder: the default (auto) "
+               f"{median([f[0] for f in figures]):.1f} dB, segmentation=whole {median([f[0] for f in whole]):.1f} dB "
+               "— missed both ways (the bar is not found). What whole costs in identity: \"Identity ablation, "
+               "occluder masks: segmentation=whole\"."]
     segmenter = fuser.segmenter()
     for name, path in others.items():
         shipped, segmenter.session = segmenter.session, fuser.runtime.session(path, stage="segment")
@@ -173,6 +177,8 @@ def pairs_section(others: dict[str, Path]) -> None:
         *rows,
         median_row("", figures),
         *extra,
+        "",
+        *verdict,
         "",
         "A held-out occluder on the same targets, a shape no training sample draws (the training's rods and stubs "
         "are straight): a stick bent in the middle on the other cheek, 6 % of the face's width thick, in a darker "
