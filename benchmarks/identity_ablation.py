@@ -99,6 +99,20 @@ def _masks_without(change: Callable[[occlusion.OcclusionMasks], occlusion.Occlus
     return replaced(segment, "occlusion_masks", masks)
 
 
+def _segmenter_sees_replicated_border():
+    """The segment stage given the target's crop with the photo's border replicated, not reflected: a tight crop
+    (face-api-js stills are 150 px, the face fills them) showed the segmenter mirrored faces beyond the photo's edge,
+    and it called the seam an occluder that then kept the target's forehead and far cheek (amy1, issue 17)."""
+    import cv2
+
+    def call(self, record):
+        size = record.aligned.crop.shape[0]
+        photo = cv2.warpAffine(record.image, record.aligned.matrix, (size, size), flags=cv2.INTER_LINEAR,
+                               borderMode=cv2.BORDER_REPLICATE)
+        return replace(record, masks=occlusion.occlusion_masks(self.segmenter(), record.rendered, photo))
+    return replaced(segment.Segment, "__call__", call)
+
+
 _render_with_photo = mesh_engine.MeshFusionEngine.render
 
 
@@ -170,6 +184,7 @@ VARIANTS: dict[str, tuple[dict, Callable[[], contextlib.AbstractContextManager]]
         occlusion.OccluderRule(sure=None, grow_divisor=48))),
     "segmentation: skin masks geometric only": ({}, lambda: _masks_without(
         lambda m: replace(m, target_skin=np.ones_like(m.target_skin), source_skin=np.ones_like(m.source_skin)))),
+    "segmentation: the segmenter sees the photo's border replicated": ({}, _segmenter_sees_replicated_border),
     "detail step off": ({}, lambda: replaced(blend, "match_detail", lambda out, photo, w, s: out)),
     "make-up kept (makeup=source)": ({"makeup": "source"}, contextlib.nullcontext),
     "sharpen 0": ({"sharpen": 0.0}, contextlib.nullcontext),

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +39,7 @@ HARD = FACES / "hard"
 HARD_GROUPS = ("beard", "sidelight", "makeup", "glasses", "occluded", "profile", "poor")
 YAW_BINS = ((0, 15), (15, 30), (30, 45), (45, 60))
 WORST = 10  # pairs per contact sheet
+TURNED_YAW = 15.0  # a cross pair's target counts as turned from this |yaw| (issue 17: far-cheek streaks)
 
 
 @dataclass
@@ -94,16 +96,27 @@ class Tally:
     cases: list[Case] = field(default_factory=list)
     rejected: int = 0
 
+    @staticmethod
+    def merged(tallies: Iterable[Tally]) -> Tally:
+        """One tally of every pair in ``tallies``."""
+        out = Tally()
+        for tally in tallies:
+            for name, value in vars(tally).items():
+                setattr(out, name, getattr(out, name) + value)
+        return out
+
     def row(self, label: str) -> str:
         def share(values: list[bool]) -> str:
             return f"{100 * np.mean(values):.1f} %" if values else "–"
 
         b = np.array(self.blotch) * 100
         if not len(b):
-            return f"| {label} | 0 |" + " – |" * 13 + f" {self.rejected} |"
+            return f"| {label} | 0 |" + " – |" * 14 + f" {self.rejected} |"
         pose = np.mean(self.pose, axis=0) if self.pose else np.full(3, np.nan)
         largest, sharp = np.array(self.smear_largest) * 100, np.array(self.sharpness)
-        return (f"| {label} | {len(b)} | {share(self.top1)} | {share(self.dlib_top1)} | {b.mean():.2f} % | "
+        margins = [c.identity_margin for c in self.cases if not np.isnan(c.identity_margin)]
+        margin = f"{np.mean(margins):+.3f}" if margins else "–"
+        return (f"| {label} | {len(b)} | {share(self.top1)} | {share(self.dlib_top1)} | {margin} | {b.mean():.2f} % | "
                 f"{np.quantile(b, 0.9):.2f} % | {np.mean(self.mean_dl):.2f} | "
                 f"{100 * np.mean(largest <= 1.0):.0f} % | {largest.max():.2f} % | "
                 f"{100 * np.mean(self.smear_total):.2f} % | {np.median(sharp):.2f} | {np.quantile(sharp, 0.1):.2f} | "
@@ -112,10 +125,11 @@ class Tally:
 
 
 TABLE_HEAD = [
-    "| set, pairs | fused | identity top-1 MobileFaceNet | identity top-1 dlib | blotch share mean | blotch p90 | "
-    "mean |ΔL| | pairs with largest smear ≤ 1 % | largest smear, worst | smear total mean | sharpness ratio median | "
-    "sharpness p10 | pose error yaw / pitch / roll | segment ms | rejected |",
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    "| set, pairs | fused | identity top-1 MobileFaceNet | identity top-1 dlib | identity margin mean | "
+    "blotch share mean | blotch p90 | mean |ΔL| | pairs with largest smear ≤ 1 % | largest smear, worst | "
+    "smear total mean | sharpness ratio median | sharpness p10 | pose error yaw / pitch / roll | segment ms | "
+    "rejected |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
 
 class Gallery:
@@ -258,27 +272,48 @@ def lighting_rows(bench: Bench, sets: dict[str, PhotoSet], modes: list[str], peo
             people = photo_set.people
             names = list(people)
             gallery = Gallery(bench, {n: people[n][-1] for n in names})
-            own, cross, hard, itself = Tally(), Tally(), Tally(), Tally()
+            own, itself = Tally(), Tally()
+            # cross pairs and the hard photos as targets, each by the target's |yaw| ≥ TURNED_YAW
+            cross_by_yaw, hard_by_yaw = {False: Tally(), True: Tally()}, {False: Tally(), True: Tally()}
             for person, photos in list(people.items())[:people_per_set or None]:
                 for source, target in itertools.permutations(photos[:-1] if len(photos) > 2 else photos, 2):
                     bench.fuse(source, target, options, own)
                 for other in names:
                     if other != person:
-                        bench.fuse(people[other][0], photos[0], options, cross, gallery, other)
+                        bench.fuse(people[other][0], photos[0], options, cross_by_yaw[turned(bench, photos[0])],
+                                   gallery, other)
                 bench.fuse(photos[0], photos[0], options, itself)
             for index, target in enumerate(photo_set.targets):
                 source_name = names[index % len(names)]
-                bench.fuse(people[source_name][0], target, options, hard, gallery, source_name)
+                bench.fuse(people[source_name][0], target, options, hard_by_yaw[turned(bench, target)], gallery,
+                           source_name)
+            cross, hard = Tally.merged(cross_by_yaw.values()), Tally.merged(hard_by_yaw.values())
             done = [own.row(f"{set_name}, self-swap, segmentation={mode}"),
-                    cross.row(f"{set_name}, cross-person, segmentation={mode}")]
+                    cross.row(f"{set_name}, cross-person, segmentation={mode}"),
+                    *yaw_split_rows(cross_by_yaw, f"{set_name}, cross-person", mode)]
             if photo_set.targets:
-                done.append(hard.row(f"{set_name}, hard photos as targets, segmentation={mode}"))
+                done += [hard.row(f"{set_name}, hard photos as targets, segmentation={mode}"),
+                         *yaw_split_rows(hard_by_yaw, f"{set_name}, hard photos as targets", mode)]
             done.append(itself.row(f"{set_name}, same file as source and target, segmentation={mode}"))
             print("\n".join(done), flush=True)  # as each set ends: a long run shows its figures as it goes
             rows += done
             if mode == modes[0]:
                 worst_sheets(bench, f"{tag}{set_name}", own.cases + cross.cases + hard.cases + itself.cases)
     return rows
+
+
+def turned(bench: Bench, target: Path) -> bool:
+    """Whether the target's largest face is turned by ``TURNED_YAW`` or more (the analysis is cached: no extra
+    cost); a photo without a face counts as not turned (its fusion is rejected anyway)."""
+    faces = bench.fuser.analyze(target).faces
+    pose = max(faces, key=lambda f: f.area).pose if faces else None
+    return pose is not None and abs(pose.yaw) >= TURNED_YAW
+
+
+def yaw_split_rows(by_yaw: dict[bool, Tally], label: str, mode: str) -> list[str]:
+    # no "|" in a label: it would split the table's cell
+    return [by_yaw[False].row(f"{label}, target turned < {TURNED_YAW:.0f}°, segmentation={mode}"),
+            by_yaw[True].row(f"{label}, target turned ≥ {TURNED_YAW:.0f}°, segmentation={mode}")]
 
 
 def step_timings(bench: Bench, runs: int = 10) -> list[str]:
@@ -475,7 +510,10 @@ def main() -> None:
             "Lighting is scored inside the target's face hull (eroded 5 % of the face width) on low-pass Lab (σ = 8 % of",
             "the face width) after removing the region's median difference: blotch share = pixels with |ΔL| > 8.",
             "Identity: top-1 against one reference photo per person (the person's last photo, never fused), by",
-            "MobileFaceNet and by dlib's ResNet descriptor, both independent of the pipeline.",
+            "MobileFaceNet and by dlib's ResNet descriptor, both independent of the pipeline; the margin is",
+            "MobileFaceNet's similarity to the source's reference minus the best other person's (< 0: wrong).",
+            f"Rows split by the target's |yaw| (< or ≥ {TURNED_YAW:.0f}°, the pipeline's own pose) show turned",
+            "targets apart (issue 17: far-cheek streaks).",
             "Smear and sharpness (`facefuse_eval.skin`, issue 17) on the target's bare-skin zone from dlib's 68 points",
             "(hull + forehead lifted 30 % of the face width, features grown 6 % cut out): smear = low-pass Lab (σ 3 %),",
             "median removed, ΔE > 12, largest connected patch as a share of the zone; sharpness = variance of the",

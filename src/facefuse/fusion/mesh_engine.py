@@ -34,6 +34,7 @@ BORDER_POINTS = 5  # fixed points per crop side
 # 0.95 → identity 63.9 % / 63.9 % (MobileFaceNet / dlib), 1.0 → 69.4 % / 72.2 %, blotch 1.98 % → 2.07 %: a ring
 # of the target's own skin inside its jaw line and hairline is gone
 MASK_SCALE = 1.0
+NOSE_TIP = 1  # FaceMesh vertex nearest the camera in any pose a face is fused in
 MAP_STEP = 4  # remap tables at 1/4 resolution (see geometry.mesh.remap_tables): within 46 dB of 1/2, 3 ms less
 
 
@@ -72,6 +73,39 @@ def destination_geometry(target: np.ndarray, source_shape: np.ndarray, anchors: 
     field = RBFInterpolator(np.concatenate(controls), np.concatenate(shifts), kernel="thin_plate_spline",
                             smoothing=1.0)
     return target + field(target)
+
+
+def surface_triangles(target_3d: np.ndarray, dest: np.ndarray, outer: np.ndarray) -> np.ndarray:
+    """Triangles over ``dest`` (the new face's 468 points) followed by ``outer`` (the fixed ring and crop border),
+    in the order they are rasterised: the later one wins where two overlap.
+
+    The face's triangles are the surface's own: a Delaunay triangulation of the target's mesh turned frontal, not of
+    its projection. On a turned target the projection packs the far cheek, temple and eye corner into a sliver
+    where Delaunay joined points that are not neighbours on the face (e.g. an eye corner to the jaw line); in a
+    frontal source those triangles fold over and paste the source's eye, brow or hair as dark dots and a second
+    contour on the far cheek (issue 17: 3.26 % of face-api-js amy1's face, turned 20°, was warped from folded
+    triangles, 0.72 % now; ``benchmarks/turned_folds.py``). The region between the face oval and the ring is
+    Delaunay's of those points as projected (drawn first, under the face). Face triangles the projection turns
+    over (the far side past the silhouette) are drawn next, then the rest far to near, so what the target's
+    camera sees of the face is what is warped.
+    """
+    count = len(dest)
+    canonical = (target_3d - target_3d.mean(0)) @ face_axes(target_3d)
+    face = mesh.triangulate(canonical[:, :2])
+    around = np.concatenate([FACE_OVAL, count + np.arange(len(outer))])
+    ring = around[mesh.triangulate(np.concatenate([dest[FACE_OVAL], outer]))]
+    turned_over = np.sign(_winding(dest, face)) != np.sign(_winding(canonical[:, :2], face))
+    depth = target_3d[face, 2].mean(1)
+    if target_3d[NOSE_TIP, 2] > np.median(target_3d[:, 2]):
+        depth = -depth  # larger depth = farther from the camera, whichever way the mesh's z points
+    order = np.lexsort((-depth, ~turned_over))
+    return np.concatenate([ring, face[order]]).astype(np.int32)
+
+
+def _winding(points: np.ndarray, triangles: np.ndarray) -> np.ndarray:
+    """Twice the signed area of each triangle of 2-D ``points`` (its sign: the winding)."""
+    a, b, c = (points[triangles[:, k], :2] for k in range(3))
+    return (b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1]) - (c[:, 0] - a[:, 0]) * (b[:, 1] - a[:, 1])
 
 
 def close_mouth(image: np.ndarray, points: np.ndarray) -> np.ndarray:
@@ -194,7 +228,7 @@ class MeshFusionEngine:
         fixed = border_points(size)
         dest = destination_geometry(target_pts, shape, np.concatenate([ring_t, fixed]), profile, feature)
         dst_all = np.concatenate([dest, ring_t, fixed])
-        triangles = mesh.triangulate(dst_all)
+        triangles = surface_triangles(target_3d, dest, np.concatenate([ring_t, fixed]))
         ids = mesh.rasterize(dst_all, triangles, (size, size), MAP_STEP)
         sources = [np.concatenate([target_pts, ring_t, fixed]), np.concatenate([source_pts, ring_s, fixed])]
         mirror = source.payload.get("mirror")

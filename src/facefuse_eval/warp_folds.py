@@ -1,0 +1,54 @@
+"""Folds in the mesh engine's warp (issue 17, far-cheek streaks on turned targets): the share of the target's face
+that takes the source's pixels from a triangle turned over in the source.
+
+A piecewise-affine warp is only as good as its triangles: where a destination triangle's corners are in the other
+winding order in the source photo, the source's texture there is mirrored and lands twice (its eye corner, brow or
+hair as dark dots and a second contour). Measured with the faces' own points (degrees 0: no reshaping), on the
+target's aligned crop, with the mouth left out (its interior stays the target's); the triangulation is a choice:
+:func:`facefuse.fusion.mesh_engine.surface_triangles` (the engine's) or :func:`projection_triangles` (before).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from facefuse.fusion.engine import FusionOptions
+from facefuse.fusion.mesh_engine import RING_SCALE, MeshFusionEngine, border_points
+from facefuse.geometry import align, mesh
+from facefuse.geometry.regions import FACE_OVAL, MOUTH_GROUP, shrink
+from facefuse.pipeline import Fuser
+
+Triangulation = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+
+
+def projection_triangles(target_3d: np.ndarray, dest: np.ndarray, outer: np.ndarray) -> np.ndarray:
+    """The engine's triangulation before issue 17's fix: Delaunay of the projected points, face and ring at once."""
+    return mesh.triangulate(np.concatenate([dest, outer]))
+
+
+def _winding(points: np.ndarray, triangles: np.ndarray) -> np.ndarray:
+    a, b, c = (points[triangles[:, k]] for k in range(3))
+    return (b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1]) - (c[:, 0] - a[:, 0]) * (b[:, 1] - a[:, 1])
+
+
+def folded_share(fuser: Fuser, source: Path, target: Path, triangulate: Triangulation) -> float:
+    """Share of the target face's pixels (largest faces; mouth left out) warped from a folded source triangle."""
+    target_face = max(fuser.analyze(target).faces, key=lambda f: f.area)
+    source_mesh = max(fuser.analyze(source).faces, key=lambda f: f.area).landmarks
+    assert target_face.landmarks is not None and source_mesh is not None
+    to_crop, size = MeshFusionEngine().crop_matrix(target_face, FusionOptions())
+    target_3d = align.apply(to_crop, target_face.landmarks)
+    target_pts = target_3d[:, :2]
+    source_pts = align.apply(align.similarity(source_mesh[:, :2], target_pts), source_mesh)[:, :2]
+    outer = np.concatenate([shrink(target_pts[FACE_OVAL], RING_SCALE), border_points(size)])
+    destination = np.concatenate([target_pts, outer])
+    origin = np.concatenate([source_pts, shrink(source_pts[FACE_OVAL], RING_SCALE), border_points(size)])
+    triangles = triangulate(target_3d, target_pts, outer)
+    owner = mesh.rasterize(destination, triangles, (size, size))
+    owner = owner[owner >= 0]
+    face = np.all(triangles < len(target_pts), axis=1) & ~np.isin(triangles, MOUTH_GROUP).any(axis=1)
+    folded = np.sign(_winding(destination, triangles)) != np.sign(_winding(origin, triangles))
+    return float(np.mean(folded[owner] & face[owner]) / np.mean(face[owner]))
