@@ -109,7 +109,8 @@ def _segmenter_sees_replicated_border():
         size = record.aligned.crop.shape[0]
         photo = cv2.warpAffine(record.image, record.aligned.matrix, (size, size), flags=cv2.INTER_LINEAR,
                                borderMode=cv2.BORDER_REPLICATE)
-        return replace(record, masks=occlusion.occlusion_masks(self.segmenter(), record.rendered, photo))
+        return replace(record, masks=occlusion.occlusion_masks(self.segmenter(), record.rendered, photo,
+                                                               occlusion.OCCLUDER_RULES[record.options.segmentation]))
     return replaced(segment.Segment, "__call__", call)
 
 

@@ -66,6 +66,7 @@ def outputs(src: Path, out: Path, four_k: Path) -> dict[str, np.ndarray]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--base", default="main", help="the commit to compare with")
+    parser.add_argument("--section", default="outputs_ab", help="results section to write (one per check kept)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
@@ -93,7 +94,7 @@ def main() -> None:
         psnr = "∞" if mse == 0 else f"{10 * np.log10(255 ** 2 / mse):.1f} dB"
         lines.append(f"| {name} | yes | {diff.mean():.4f} | {psnr} | {diff.max()} | "
                      f"{np.mean(diff.max(-1) > 0) * 100:.3f} % |")
-    print(write_section("outputs_ab", "\n".join(lines)).read_text())
+    print(write_section(args.section, "\n".join(lines)).read_text())
 
 
 if __name__ == "__main__":
