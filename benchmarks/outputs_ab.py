@@ -67,6 +67,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--base", default="main", help="the commit to compare with")
     parser.add_argument("--section", default="outputs_ab", help="results section to write (one per check kept)")
+    parser.add_argument("--title", default="", help="the section's heading (default: Outputs against BASE)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
@@ -74,7 +75,7 @@ def main() -> None:
         four_k.write_bytes(four_k_jpeg())
         base = outputs(base_tree(args.base, work / "base"), work / "base.npz", four_k)
         this = outputs(Path(__file__).resolve().parents[1] / "src", work / "this.npz", four_k)
-    lines = [f"## Outputs against `{args.base}` (`benchmarks/outputs_ab.py`)", "",
+    lines = [f"## {args.title or f'Outputs against `{args.base}`'} (`benchmarks/outputs_ab.py`)", "",
              (f"The same fusions by `{args.base}` and by this tree, each in a child process: six photo pairs of "
               "`../shared/faces` (the first two also with `light=\"shape\"`), the first source on a 4K target and "
               "six frames of `short_hamilton_clip.mp4` through `Fuser.fuse_frame`. Differences in 8-bit levels; "

@@ -43,8 +43,8 @@ class OccluderRule:
 
 
 # the choices of FusionOptions.segmentation that run the segmenter. auto: the ramp, grown 1/64 (identity margin
-# +0.095 on the 36 ablation pairs, occluder pairs 19.6 dB); whole: regions it is sure of kept whole, grown 1/48
-# (frames 21.4 → 52.5 dB, occluder pairs 22.9 dB, but the margin +0.045: its false occluders travel further)
+# +0.097 on the 36 ablation pairs, occluder pairs 19.6 dB); whole: regions it is sure of kept whole, grown 1/48
+# (frames 21.4 → 52.5 dB, occluder pairs 22.9 dB, but the margin +0.050: its false occluders travel further)
 OCCLUDER_RULES = MappingProxyType({"auto": OccluderRule(sure=None, grow_divisor=64),
                                    "whole": OccluderRule(sure=OCCLUDER_SURE, grow_divisor=48)})
 
