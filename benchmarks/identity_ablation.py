@@ -69,6 +69,14 @@ def patched(module, **values) -> contextlib.ExitStack:
     return stack
 
 
+def _occluder_rule(rule: occlusion.OccluderRule):
+    """The segment stage's masks with ``rule`` for the target's occluders, whatever the option says (the two halves
+    of segmentation="whole" apart)."""
+    inner = occlusion.occlusion_masks
+    return replaced(segment, "occlusion_masks", lambda segmenter, rendered, photo, _: inner(segmenter, rendered,
+                                                                                             photo, rule))
+
+
 def _masks_without(change: Callable[[occlusion.OcclusionMasks], occlusion.OcclusionMasks] | None = None,
                    target_hair: bool = True):
     """The segment stage's masks with one decision undone: ``change`` applied to them, or the segmenter's hair
@@ -85,8 +93,8 @@ def _masks_without(change: Callable[[occlusion.OcclusionMasks], occlusion.Occlus
             target[HAIR] = 0.0
             return target, source
 
-    def masks(segmenter, rendered, photo):
-        out = inner(segmenter if target_hair else HairlessTarget(segmenter), rendered, photo)
+    def masks(segmenter, rendered, photo, rule):
+        out = inner(segmenter if target_hair else HairlessTarget(segmenter), rendered, photo, rule)
         return out if change is None else change(out)
     return replaced(segment, "occlusion_masks", masks)
 
@@ -101,7 +109,8 @@ def _segmenter_sees_replicated_border():
         size = record.aligned.crop.shape[0]
         photo = cv2.warpAffine(record.image, record.aligned.matrix, (size, size), flags=cv2.INTER_LINEAR,
                                borderMode=cv2.BORDER_REPLICATE)
-        return replace(record, masks=occlusion.occlusion_masks(self.segmenter(), record.rendered, photo))
+        return replace(record, masks=occlusion.occlusion_masks(self.segmenter(), record.rendered, photo,
+                                                               occlusion.OCCLUDER_RULES[record.options.segmentation]))
     return replaced(segment.Segment, "__call__", call)
 
 
@@ -168,6 +177,12 @@ VARIANTS: dict[str, tuple[dict, Callable[[], contextlib.AbstractContextManager]]
     "segmentation: target hair never on top": ({}, lambda: _masks_without(target_hair=False)),
     "segmentation: target occluders not on top": ({}, lambda: _masks_without(
         lambda m: replace(m, target_keep=np.zeros_like(m.target_keep)))),
+    "segmentation=whole (occluders it is sure of kept whole and grown 1/48)": ({"segmentation": "whole"},
+                                                                          contextlib.nullcontext),
+    "segmentation: occluders as whole regions and grown 1/64": ({}, lambda: _occluder_rule(
+        occlusion.OccluderRule(sure=occlusion.OCCLUDER_SURE, grow_divisor=64))),
+    "segmentation: occluders on the ramp only and grown 1/48": ({}, lambda: _occluder_rule(
+        occlusion.OccluderRule(sure=None, grow_divisor=48))),
     "segmentation: skin masks geometric only": ({}, lambda: _masks_without(
         lambda m: replace(m, target_skin=np.ones_like(m.target_skin), source_skin=np.ones_like(m.source_skin)))),
     "segmentation: the segmenter sees the photo's border replicated": ({}, _segmenter_sees_replicated_border),

@@ -377,12 +377,15 @@ def paste_occluder(image: np.ndarray, face) -> tuple[np.ndarray, np.ndarray]:
     return out, np.maximum(mask, bar) > 0
 
 
-def occluder_rows(bench: Bench, sets: dict[str, PhotoSet]) -> tuple[list[str], list[np.ndarray]]:
-    rows, sheet = [], []
+def occluder_rows(bench: Bench, sets: dict[str, PhotoSet],
+                  modes: list[str]) -> tuple[list[str], list[np.ndarray]]:
+    """PSNR inside the pasted occluder for each segmentation mode; the sheet's rows: the occluded target, then the
+    first six pairs' results, one column per mode."""
+    rows, tiles = [], {}
     photos = [ps[0] for photo_set in sets.values() for ps in list(photo_set.people.values())[:4]]
-    for mode in ("auto", "off"):
+    for mode in modes:
         psnrs = []
-        for source, target in zip(photos, photos[1:] + photos[:1]):
+        for index, (source, target) in enumerate(zip(photos, photos[1:] + photos[:1])):
             analysis = bench.fuser.analyze(target)
             face = max(analysis.faces, key=lambda f: f.area)
             occluded, mask = paste_occluder(analysis.image, face)
@@ -393,10 +396,10 @@ def occluder_rows(bench: Bench, sets: dict[str, PhotoSet]) -> tuple[list[str], l
             diff = result.image[mask].astype(np.float64) - occluded[mask].astype(np.float64)
             mse = float(np.mean(diff ** 2))
             psnrs.append(99.0 if mse == 0 else 10 * np.log10(255 ** 2 / mse))
-            if mode == "auto" and len(sheet) < 6:
-                sheet.append(np.hstack([sheet_tile(occluded, face.box), sheet_tile(result.image, face.box)]))
+            if index < 6:
+                tiles.setdefault(index, [sheet_tile(occluded, face.box)]).append(sheet_tile(result.image, face.box))
         rows.append(f"| segmentation={mode} | {len(psnrs)} | {median(psnrs):.1f} dB | {min(psnrs):.1f} dB |")
-    return rows, sheet
+    return rows, [np.hstack(row) for row in tiles.values()]
 
 
 def forehead(face, shape) -> np.ndarray:
@@ -529,7 +532,7 @@ def main() -> None:
         lines += ["", "### Speed of the light, detail and make-up steps (720p target, warm, medians of 10 runs per light choice)", "",
                   "| step | wall ms | CPU ms |", "|---|---|---|", *step_timings(bench)]
     if "occluders" in parts:
-        occluder, occluder_sheet = occluder_rows(bench, sets)
+        occluder, occluder_sheet = occluder_rows(bench, sets, args.modes.split(","))
         save_sheet("naturalness_occluders", occluder_sheet)
         lines += [
             "",
@@ -539,7 +542,8 @@ def main() -> None:
             "|---|---|---|---|",
             *occluder,
             "",
-            "Goal: ≥ 35 dB. Contact sheet: `artifacts/naturalness_occluders.png`.",
+            "Goal: ≥ 35 dB. Contact sheet: `artifacts/naturalness_occluders.png` (the occluded target, then one "
+            "column per row above, in its order).",
         ]
     if "hair" in parts:
         long_hair = [FACE_API / f"{p}/{p}{i}.png" for p in ("penny", "bernadette", "amy") for i in (1, 2)]

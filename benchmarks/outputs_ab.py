@@ -66,6 +66,8 @@ def outputs(src: Path, out: Path, four_k: Path) -> dict[str, np.ndarray]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--base", default="main", help="the commit to compare with")
+    parser.add_argument("--section", default="outputs_ab", help="results section to write (one per check kept)")
+    parser.add_argument("--title", default="", help="the section's heading (default: Outputs against BASE)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
@@ -73,7 +75,7 @@ def main() -> None:
         four_k.write_bytes(four_k_jpeg())
         base = outputs(base_tree(args.base, work / "base"), work / "base.npz", four_k)
         this = outputs(Path(__file__).resolve().parents[1] / "src", work / "this.npz", four_k)
-    lines = [f"## Outputs against `{args.base}` (`benchmarks/outputs_ab.py`)", "",
+    lines = [f"## {args.title or f'Outputs against `{args.base}`'} (`benchmarks/outputs_ab.py`)", "",
              (f"The same fusions by `{args.base}` and by this tree, each in a child process: six photo pairs of "
               "`../shared/faces` (the first two also with `light=\"shape\"`), the first source on a 4K target and "
               "six frames of `short_hamilton_clip.mp4` through `Fuser.fuse_frame`. Differences in 8-bit levels; "
@@ -93,7 +95,7 @@ def main() -> None:
         psnr = "∞" if mse == 0 else f"{10 * np.log10(255 ** 2 / mse):.1f} dB"
         lines.append(f"| {name} | yes | {diff.mean():.4f} | {psnr} | {diff.max()} | "
                      f"{np.mean(diff.max(-1) > 0) * 100:.3f} % |")
-    print(write_section("outputs_ab", "\n".join(lines)).read_text())
+    print(write_section(args.section, "\n".join(lines)).read_text())
 
 
 if __name__ == "__main__":

@@ -120,11 +120,31 @@ def test_glasses_on_the_target_stay_on_top(fuser, faces_dir):
         return 99.0 if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
 
     kept = psnr_inside(FusionOptions(visible_label=False))
+    whole = psnr_inside(FusionOptions(visible_label=False, segmentation="whole"))
     erased = psnr_inside(FusionOptions(visible_label=False, segmentation="off"))
-    # the issue's goal is 35 dB; this photo gives ~34 dB (the frame's anti-aliased rim is partly the new face), and
-    # benchmarks/naturalness.py reports the goal as missed over its 12 pairs
-    assert kept >= 30.0, (kept, erased)
+    # the issue's goal is 35 dB. The default (the ramp alone) gives ~34.9 here: the frame's anti-aliased rim is
+    # partly the new face, and benchmarks/naturalness.py reports the goal as missed; "whole" keeps the faint rim too
+    # (fusion/occlusion.py `occluders`, ~72 dB here)
+    assert kept >= 30.0, (kept, whole, erased)
+    assert whole >= 35.0, (kept, whole, erased)
     assert erased < 30.0, "without the segmenter the frame is painted over: the test must see the difference"
+
+
+def test_an_occluder_the_segmenter_is_sure_of_is_kept_whole_to_its_faint_edge():
+    """fusion/occlusion.py ``occluders``: a thin frame with a confident core and a faint rim is kept whole out to the
+    rim; a patch of haze that is nowhere sure (a beard, a shadow) keeps the soft ramp."""
+    from facefuse.fusion.occlusion import OCCLUDER_EDGE, OCCLUDER_FLOOR, OCCLUDER_SURE, occluders
+
+    probability = np.zeros((32, 32), np.float32)
+    probability[4:8, 4:28] = OCCLUDER_EDGE + 0.05  # the frame's rim
+    probability[5:7, 6:26] = OCCLUDER_SURE + 0.1  # its core
+    probability[20:28, 4:12] = OCCLUDER_FLOOR + 0.1  # haze, apart from the frame
+    mask = occluders(probability, OCCLUDER_SURE)
+    assert np.all(mask[4:8, 4:28] == 1.0)
+    assert np.allclose(mask[20:28, 4:12], 1.0 / 3.0, atol=1e-5)  # (0.45 - 0.35) / 0.3: the ramp
+    assert mask[12:18].max() == 0.0
+    ramp = occluders(probability, None)  # segmentation="auto": the ramp alone, the rim is not kept
+    assert ramp[4, 4] == 0.0 and ramp[5, 6] == 1.0 and np.array_equal(ramp[20:28, 4:12], mask[20:28, 4:12])
 
 
 def test_licence_switch_falls_back_to_classic_masks_with_a_warning(store_config, faces_dir):

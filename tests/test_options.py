@@ -146,6 +146,23 @@ def test_new_request_fields_change_the_result(http, photos):
         assert response.status_code == 400 and response.json()["error"]["details"]["option"] == field
 
 
+def test_segmentation_offers_whole_occluders_in_every_shell(http, photos):
+    """segmentation="whole" (issue 17: the target's occluders the segmenter is sure of kept whole) is a choice of
+    the one schema: the library, the CLI and the service take it, list it, and refuse a name that is not one."""
+    assert FusionOptions(segmentation="whole").segmentation == "whole"
+    argv = ["fuse", "--source", "s.jpg", "--target", "t.jpg", "--output", "o.png", "--segmentation", "whole"]
+    assert model_from_args(FusionOptions, build_parser().parse_args(argv)) == FusionOptions(segmentation="whole")
+    schema = http.get("/v1/options").json()["schema"]["properties"]["segmentation"]
+    assert schema["enum"] == ["auto", "whole", "off"] and "whole:" in schema["description"]
+    with pytest.raises(FacefuseError) as info:
+        FusionOptions(segmentation="entire")
+    assert info.value.code is ErrorCode.INVALID_OPTION and info.value.details["option"] == "segmentation"
+    response = http.post("/v1/fuse", files={"source": ("s.jpg", photos["obama"]), "target": ("t.jpg", photos["biden"])},
+                         data={"segmentation": "entire"})
+    assert response.status_code == 400 and response.json()["error"]["code"] == "INVALID_OPTION"
+    assert response.json()["error"]["details"]["option"] == "segmentation"
+
+
 def test_a_request_cannot_name_an_engine_the_operator_did_not_load(http, photos):
     """inswapper_128 is a real registry engine (a 554 MB download): naming it must not load anything."""
     response = http.post("/v1/fuse", files={"source": ("s.jpg", photos["obama"]), "target": ("t.jpg", photos["biden"])},

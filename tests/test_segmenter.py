@@ -173,8 +173,8 @@ def test_hard_negatives_change_the_face_but_not_its_labels(obama_crop) -> None:
     assert 0.1 < darker[face].mean() < 0.95  # one side darkened, not the whole face
 
 
-@pytest.mark.parametrize("draw", [synth.add_bar, synth.add_finger])
-def test_bars_and_fingers_are_occluders_in_front_of_the_face(obama_crop, draw) -> None:
+@pytest.mark.parametrize("draw", [synth.add_bar, synth.add_finger, synth.add_stub])
+def test_bars_fingers_and_stubs_are_occluders_in_front_of_the_face(obama_crop, draw) -> None:
     skin = np.median(obama_crop.image[obama_crop.labels == 1], 0).astype(np.float32)
     for seed in range(4):
         image = obama_crop.image.astype(np.float32)
@@ -183,6 +183,25 @@ def test_bars_and_fingers_are_occluders_in_front_of_the_face(obama_crop, draw) -
         covered = (labels == OCCLUDER) & np.isin(obama_crop.labels, FACE_CLASSES)
         assert covered.sum() >= 10, (draw.__name__, seed)
         assert np.abs(image - obama_crop.image)[labels == OCCLUDER].mean() > 3.0
+
+
+def test_stubs_start_and_end_on_the_face(obama_crop) -> None:
+    """The short positives (issue 17) lie on the face, unlike the bars and fingers that leave it: every occluder
+    pixel of a stub is inside the face's box, and they come in more than one length and angle."""
+    from facefuse_training.segmenter.synth import _face_frame
+
+    skin = np.median(obama_crop.image[obama_crop.labels == 1], 0).astype(np.float32)
+    _, left, right, top, bottom = _face_frame(obama_crop.mesh)
+    extents = set()
+    for seed in range(8):
+        labels = obama_crop.labels.copy()
+        synth.add_stub(np.random.default_rng(seed), obama_crop.image.astype(np.float32), labels, obama_crop.mesh, skin)
+        ys, xs = np.nonzero(labels == OCCLUDER)
+        assert xs.min() >= left - 1 and xs.max() <= right + 1 and ys.min() >= top - 1 and ys.max() <= bottom + 1
+        extents.add((int(np.ptp(xs)) // 4, int(np.ptp(ys)) // 4))
+    assert len(extents) >= 4, extents
+    # only the hard recipe draws them: the shipped one (make train-segmenter) keeps its kinds and shares
+    assert "stub" in synth.HARD_KINDS and "stub" not in synth.KINDS and sum(synth.HARD_SHARES) == pytest.approx(1)
 
 
 def test_the_occluder_weight_counts_missed_occluder_pixels_more() -> None:

@@ -84,10 +84,12 @@ class FusionOptions(Options):
         "target", "Make-up", "target: the source's lipstick and eye shadow toned to the target's own lips and eyelids, "
         "and a coloured light's cast on its brows to the target's brows (make-up and light are colour, not identity); source: "
         "the source's make-up and brow colour are kept (a make-up try-on)")
-    segmentation: Literal["auto", "off"] = option(
+    segmentation: Literal["auto", "whole", "off"] = option(
         "auto", "Keep what covers the face", "auto: the trained segmenter keeps the target's glasses, fringe and "
         "hands on top and the source's hair out, when the licence setting allows it (else the classic masks, with "
-        "a warning); off: classic masks only")
+        "a warning); whole: as auto, and the target's glasses frames, microphones and hands the segmenter is sure "
+        "of are kept whole to their faint edge — sharper frames, less of the source's likeness next to them "
+        "(measured figures in BENCHMARKS.md); off: classic masks only")
 
     @property
     def changes_faces(self) -> bool:

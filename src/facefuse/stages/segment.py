@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..analysis.segmentation import FaceSegmenter
-from ..fusion.occlusion import occlusion_masks
+from ..fusion.occlusion import OCCLUDER_RULES, occlusion_masks
 from .base import Stage
 from .record import Record
 
@@ -26,7 +26,7 @@ class Segment(Stage):
     segmenter: Callable[[], FaceSegmenter | None]  # None where the licence setting forbids it
 
     def wanted(self, record: Record) -> bool:
-        return record.options.segmentation == "auto"
+        return record.options.segmentation != "off"
 
     def __call__(self, record: Record) -> Record:
         assert record.rendered is not None and record.aligned is not None
@@ -36,7 +36,8 @@ class Segment(Stage):
         if record.face is not None and record.face.parsing is not None:
             # a video: the segmenter runs on every n-th frame of the face's track, the frames between reuse it
             segmenter = _Carried(segmenter, record.face.parsing)  # type: ignore[assignment]
-        return replace(record, masks=occlusion_masks(segmenter, record.rendered, record.aligned.crop))
+        return replace(record, masks=occlusion_masks(segmenter, record.rendered, record.aligned.crop,
+                                                     OCCLUDER_RULES[record.options.segmentation]))
 
 
 @dataclass(frozen=True)

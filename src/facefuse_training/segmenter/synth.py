@@ -11,7 +11,8 @@ or cut at random and pasted over real faces give exact per-pixel labels that no 
   and frames are ``OCCLUDER``, the eye seen through a clear lens keeps its own label;
 - hands (skin-coloured palm and fingers), random objects and textures, surgical masks over the lower face,
   microphones (dark rod and ball, silver heads, headset booms), thin bars across the face (half of them
-  skin-coloured, shaded like a cylinder, with a cast shadow beside them) and fingers: ``OCCLUDER``;
+  skin-coloured, shaded like a cylinder, with a cast shadow beside them), fingers, and short stubs that start and
+  end on the face (fingertips, pens, short microphones, skin-coloured or dark): ``OCCLUDER``;
 - hard negatives that keep their face labels (:func:`add_hard_negatives`): side shadows (a soft half-plane or a
   ramp darkening to 0.15–0.6, sometimes tinted), darkened brows and eye sockets, beards and stubble on the lower
   face, lipstick, eye shadow, eyeliner and blush — real photos have all of them and none is a thing in front of
@@ -400,6 +401,46 @@ def add_finger(rng: Rng, image: np.ndarray, labels: np.ndarray, mesh: np.ndarray
         _paste(image, labels, layer, _soft(coverage, rng.uniform(0.3, 1.0)), OCCLUDER)
 
 
+def add_stub(rng: Rng, image: np.ndarray, labels: np.ndarray, mesh: np.ndarray, skin: np.ndarray) -> None:
+    """A short thing that starts and ends on the face (a fingertip, a pen, a short microphone, a stub of a stick):
+    a rod 12–45 % of the face's width long and 2–14 % thick at any angle anywhere on the face, rounded or cut square,
+    sometimes with a nail or a round head at one end; 60 % in the face's own skin colour, flat or shaded, often with
+    a soft cast shadow. The long bars and fingers (:func:`add_bar`, :func:`add_finger`) leave the face, so a short
+    skin-coloured piece floating on a cheek was never an occluder to the network (issue 17: p = 0.00)."""
+    _, left, right, top, bottom = _face_frame(mesh)
+    width, height = right - left, bottom - top
+    centre = rng.uniform([left + 0.15 * width, top + 0.25 * height], [right - 0.15 * width, bottom - 0.1 * height])
+    angle = rng.uniform(0, np.pi)
+    direction = np.array([np.cos(angle), np.sin(angle)], np.float32)
+    half = direction * width * rng.uniform(0.12, 0.45) / 2
+    radius = max(0.8, width * rng.uniform(0.01, 0.07))
+    p0, p1 = (centre - half).astype(np.float32), (centre + half).astype(np.float32)
+    coverage, shading = _capsule(p0, p1, radius)
+    if rng.random() < 0.3:  # cut square: the rounded caps removed
+        normal = np.array([-direction[1], direction[0]], np.float32) * radius
+        square = np.zeros((SIZE, SIZE), np.float32)
+        cv2.fillConvexPoly(square, np.int32(np.round([p0 + normal, p1 + normal, p1 - normal, p0 - normal])), 1.0,
+                           cv2.LINE_AA)
+        coverage = square
+    skin_coloured = rng.random() < 0.6
+    colour = np.clip(skin * rng.uniform(0.8, 1.2, 3), 0, 255) if skin_coloured else (
+        np.full(3, rng.uniform(10, 70), np.float32) if rng.random() < 0.5 else _random_colour(rng))
+    flat = rng.random() < 0.5
+    layer = colour * (1 + 0.06 * _noise_field(rng, 16)) * (1 if flat else shading[..., None])
+    end = p1 if rng.random() < 0.5 else p0
+    if rng.random() < 0.2:  # a fingertip's nail at one end
+        nail, _ = _capsule(end, end - (end - centre) * 0.35, radius * 0.6)
+        layer = layer * (1 - nail[..., None]) + np.clip(colour * 1.15 + 15, 0, 255) * nail[..., None]
+    elif rng.random() < 0.2:  # a short microphone's head
+        head = np.zeros((SIZE, SIZE), np.float32)
+        cv2.circle(head, tuple(np.int32(end)), int(radius * rng.uniform(1.5, 2.5)) + 1, 1.0, -1, cv2.LINE_AA)
+        coverage = np.maximum(coverage, head)
+        layer = layer * (1 - head[..., None]) + np.full(3, rng.uniform(10, 200), np.float32) * head[..., None]
+    if rng.random() < 0.6:
+        _cast_shadow(rng, image, coverage)
+    _paste(image, labels, layer, _soft(coverage, rng.uniform(0, 0.8)), OCCLUDER)
+
+
 # -- hard negatives: looks that belong to the face (labels unchanged) -------------------------------------------
 
 
@@ -538,8 +579,8 @@ def _keep_mask(rng: Rng, labels: np.ndarray, valid: np.ndarray) -> np.ndarray:
 # occluder kinds and their shares: the shipped (round 2) recipe, and with ``hard`` (round 4's trial, not shipped)
 KINDS = ["fringe", "strands", "glasses", "hand", "object", "mask", "microphone"]
 SHARES = [0.17, 0.16, 0.22, 0.13, 0.12, 0.12, 0.08]
-HARD_KINDS = KINDS + ["bar", "finger"]
-HARD_SHARES = [0.14, 0.13, 0.2, 0.09, 0.09, 0.08, 0.08, 0.12, 0.07]
+HARD_KINDS = KINDS + ["bar", "finger", "stub"]
+HARD_SHARES = [0.12, 0.11, 0.18, 0.08, 0.08, 0.07, 0.08, 0.10, 0.06, 0.12]
 
 
 def compose(rng: Rng, data: LabelSet, index: int, occlusion: float = 0.8,
@@ -588,6 +629,8 @@ def compose(rng: Rng, data: LabelSet, index: int, occlusion: float = 0.8,
                 add_bar(rng, image, out_labels, mesh, skin)
             elif kind == "finger":
                 add_finger(rng, image, out_labels, mesh, skin)
+            elif kind == "stub":
+                add_stub(rng, image, out_labels, mesh, skin)
             else:
                 add_microphone(rng, image, out_labels, mesh, hard)
     if hard and rng.random() < 0.35:  # side light falls on the face, the scene and whatever is in front alike
