@@ -81,11 +81,33 @@ def brow_zones(points: np.ndarray, size: int) -> np.ndarray:
     return zones
 
 
-def tone_makeup(face: np.ndarray, target: np.ndarray, points: np.ndarray, skin: np.ndarray) -> np.ndarray:
-    """The lips and eyelids, then the brows, each toned by :func:`tone_zone` (colour only)."""
+# one zone's toning as measured: the crop box it covers and the Lab offset per pixel of that box
+ZoneToning = tuple[tuple[slice, slice], np.ndarray]
+
+
+def tone_makeup(face: np.ndarray, target: np.ndarray, points: np.ndarray, skin: np.ndarray
+                ) -> tuple[np.ndarray, tuple[ZoneToning, ...]]:
+    """The lips and eyelids, then the brows, each toned by :func:`tone_zone` (colour only); and the tonings as
+    measured, which :func:`apply_toning` repeats on a stream's next frames (a video or live track carries them,
+    :mod:`facefuse.video.turns`: the zones' colours are the same person's from frame to frame)."""
     size = face.shape[0]
-    return tone_zone(tone_zone(face, target, points, skin, makeup_zones(points, size)), target, points, skin,
-                     brow_zones(points, size), hairs=True)
+    tonings = []
+    for zones, hairs in ((makeup_zones(points, size), False), (brow_zones(points, size), True)):
+        toning = tone_zone(face, target, points, skin, zones, hairs)
+        if toning is not None:
+            face = apply_toning(face, (toning,))
+            tonings.append(toning)
+    return face, tuple(tonings)
+
+
+def apply_toning(face: np.ndarray, tonings: tuple[ZoneToning, ...]) -> np.ndarray:
+    """``face`` with each zone's Lab offset added (in order), its pixels outside the boxes untouched."""
+    for sub, offset in tonings:
+        face_lab = cv2.cvtColor(face[sub], cv2.COLOR_RGB2Lab).astype(np.float32)
+        toned = np.clip(face_lab + offset + 0.5, 0, 255).astype(np.uint8)
+        face = face.copy()
+        face[sub] = cv2.cvtColor(toned, cv2.COLOR_Lab2RGB)
+    return face
 
 
 def _hair_share(lab: np.ndarray, skin_lab: np.ndarray, inside: np.ndarray) -> np.ndarray:
@@ -98,8 +120,8 @@ def _hair_share(lab: np.ndarray, skin_lab: np.ndarray, inside: np.ndarray) -> np
 
 
 def tone_zone(face: np.ndarray, target: np.ndarray, points: np.ndarray, skin: np.ndarray,
-              zones: np.ndarray, hairs: bool = False) -> np.ndarray:
-    """``face`` (uint8 RGB, in the destination geometry ``points``) with the broad Lab of its make-up zones set to
+              zones: np.ndarray, hairs: bool = False) -> ZoneToning | None:
+    """The toning (None: nothing to tone) that sets ``face``'s (uint8 RGB, in the destination geometry ``points``) broad Lab of its make-up zones set to
     ``target``'s (the target warped onto the same geometry) *relative to each one's skin nearby* (``skin``: the bare
     skin mask, averaged at ``LOCAL_SKIN_FRACTION`` of the face width): the colour match that follows moves the skin
     to the target's and the lips and lids follow it there — toning to the target's absolute colour would shift them
@@ -107,7 +129,7 @@ def tone_zone(face: np.ndarray, target: np.ndarray, points: np.ndarray, skin: np
     With ``hairs`` (the brows) each pixel counts, and is toned, by its share of hair (:func:`_hair_share`)."""
     box = cv2.boundingRect((zones > 0.01).astype(np.uint8))
     if box[2] < 4 or box[3] < 4:
-        return face
+        return None
     x, y, w, h = box
     sub = (slice(y, y + h), slice(x, x + w))
     weight = zones[sub]
@@ -130,14 +152,11 @@ def tone_zone(face: np.ndarray, target: np.ndarray, points: np.ndarray, skin: np
         # those are toned; toning natural brows too cost 0.018 of MobileFaceNet cosine to the source (obama → biden)
         cast = np.clip(own[..., 1:2] / CAST_RED, 0.0, 1.0)
         if not np.any(cast[..., 0] * weight * share > 0):
-            return face  # natural brows (the common case): nothing to tone, and no Lab round trip of their pixels
+            return None  # natural brows (the common case): nothing to tone, and no Lab round trip of their pixels
     theirs, _ = makeup(cv2.cvtColor(target[sub], cv2.COLOR_RGB2Lab).astype(np.float32))
     # make-up is only ever toned down: where the target's zone stands out more than the source's (its own lipstick,
     # a strand of hair across a lid) the source's colour stays
     shift = np.clip(np.where(np.abs(theirs) < np.abs(own), theirs, own) - own, -SHIFT_LIMIT, SHIFT_LIMIT)
     shift[..., 0] = 0.0  # colour only: toning the lids' lightness too cost 3.6 points of identity (eye sockets)
     shift *= cast
-    toned = np.clip(face_lab + shift * (weight * share)[..., None] + 0.5, 0, 255).astype(np.uint8)
-    out = face.copy()
-    out[sub] = cv2.cvtColor(toned, cv2.COLOR_Lab2RGB)
-    return out
+    return sub, shift * (weight * share)[..., None]

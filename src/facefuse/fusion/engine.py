@@ -9,6 +9,7 @@ photo with several target faces pays for the source once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol
 
@@ -136,6 +137,37 @@ class RenderedFace:
     normals: ShapeNormals | None = None
 
 
+# one frame's turn in what a track's frames share (facefuse.video.parsing.ParsingTurn): called with the work that
+# computes the value, it runs it (the first frame of each group) or gives the group's first frame's result
+CarryTurn = Callable[[Callable[[], Any]], Any]
+
+
+@dataclass(frozen=True, eq=False)
+class StreamCarry:
+    """What the render of a video or live frame takes from an earlier frame of the same tracked face: the face's
+    triangles (its topology) and its make-up toning, measured on the first frame of each group of frames and reused
+    by the others (issue 19: 1.3 and 4.9 ms of a live frame's 26 ms render). A photo has none: all is measured."""
+
+    topology: CarryTurn
+    toning_turn: CarryTurn
+
+    def toning(self, size: int, measure: Callable[[], tuple[np.ndarray, Any]],
+               apply: Callable[[Any], np.ndarray]) -> np.ndarray:
+        """The toned face: measured here (``measure``: the toned face and its tonings) on a group's first frame, or
+        the first frame's tonings applied (``apply``) when its crop had this frame's ``size``."""
+        measured: list[np.ndarray] = []
+
+        def lead() -> tuple[int, Any]:
+            face, tonings = measure()
+            measured.append(face)
+            return size, tonings
+
+        carried_size, tonings = self.toning_turn(lead)
+        if measured:
+            return measured[0]
+        return apply(tonings) if carried_size == size else measure()[0]
+
+
 class FusionEngine(Protocol):
     """A face generator. The pipeline's stages call it in this order: ``prepare_source`` once per source (the
     render stage's source half), ``crop_matrix`` (the align stage warps the target crop with it, once, for the
@@ -149,7 +181,9 @@ class FusionEngine(Protocol):
         """(image → crop matrix, crop side) of the aligned crop this engine renders ``face`` in."""
 
     def render(self, source: SourceFace, target_crop: np.ndarray, matrix: np.ndarray, target_face: Face,
-               options: FusionOptions, photo: np.ndarray | None = None) -> RenderedFace:
+               options: FusionOptions, photo: np.ndarray | None = None,
+               carry: StreamCarry | None = None) -> RenderedFace:
         """The new face in the aligned crop ``target_crop`` (the target photo warped by ``matrix``); ``photo`` is
         that photo itself, for an engine that reshapes the target and can resample it once, straight from its own
-        pixels, rather than the crop a second time."""
+        pixels, rather than the crop a second time; ``carry``: what a stream's track carries between its frames
+        (an engine may ignore it)."""

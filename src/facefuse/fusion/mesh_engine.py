@@ -23,9 +23,9 @@ from ..geometry import align, mesh
 from ..geometry.align import crop_template
 from ..geometry.regions import (FACE_OVAL, IDENTITY_POINTS, LIPS_INNER, LIPS_OUTER, MOUTH_GROUP, face_masks, feather,
                                 polygon_mask, shrink, skin_mask)
-from .albedo import tone_makeup
+from .albedo import apply_toning, tone_makeup
 from .blend import changed_box
-from .engine import FusionOptions, RenderedFace, SourceFace
+from .engine import FusionOptions, RenderedFace, SourceFace, StreamCarry
 from .shading import mirrored, normal_maps, vertex_normals
 
 RING_SCALE = 1.45  # fixed ring around the face oval where the geometric warp fades to nothing
@@ -75,7 +75,19 @@ def destination_geometry(target: np.ndarray, source_shape: np.ndarray, anchors: 
     return target + field(target)
 
 
-def surface_triangles(target_3d: np.ndarray, dest: np.ndarray, outer: np.ndarray) -> np.ndarray:
+def frontal(mesh_3d: np.ndarray) -> np.ndarray:
+    """The face's mesh turned frontal (in its own axes, centred): the frame its surface is triangulated in."""
+    return (mesh_3d - mesh_3d.mean(0)) @ face_axes(mesh_3d)
+
+
+def face_topology(target_3d: np.ndarray) -> np.ndarray:
+    """The face's own triangles (:func:`surface_triangles`): Delaunay's of its mesh turned frontal — the same
+    person's from frame to frame of a stream, whatever the pose, so a track carries them (:mod:`facefuse.video.turns`)."""
+    return mesh.triangulate(frontal(target_3d)[:, :2])
+
+
+def surface_triangles(target_3d: np.ndarray, dest: np.ndarray, outer: np.ndarray,
+                      face: np.ndarray | None = None) -> np.ndarray:
     """Triangles over ``dest`` (the new face's 468 points) followed by ``outer`` (the fixed ring and crop border),
     in the order they are rasterised: the later one wins where two overlap.
 
@@ -87,11 +99,12 @@ def surface_triangles(target_3d: np.ndarray, dest: np.ndarray, outer: np.ndarray
     triangles, 0.72 % now; ``benchmarks/turned_folds.py``). The region between the face oval and the ring is
     Delaunay's of those points as projected (drawn first, under the face). Face triangles the projection turns
     over (the far side past the silhouette) are drawn next, then the rest far to near, so what the target's
-    camera sees of the face is what is warped.
+    camera sees of the face is what is warped. ``face``: the face's triangles (:func:`face_topology`) when known.
     """
     count = len(dest)
-    canonical = (target_3d - target_3d.mean(0)) @ face_axes(target_3d)
-    face = mesh.triangulate(canonical[:, :2])
+    canonical = frontal(target_3d)
+    if face is None:
+        face = mesh.triangulate(canonical[:, :2])
     around = np.concatenate([FACE_OVAL, count + np.arange(len(outer))])
     ring = around[mesh.triangulate(np.concatenate([dest[FACE_OVAL], outer]))]
     turned_over = np.sign(_winding(dest, face)) != np.sign(_winding(canonical[:, :2], face))
@@ -208,7 +221,8 @@ class MeshFusionEngine:
         return align.similarity(face.keypoints, crop_template(size)), size
 
     def render(self, source: SourceFace, target_crop: np.ndarray, to_crop: np.ndarray, target_face: Face,
-               options: FusionOptions, photo: np.ndarray | None = None) -> RenderedFace:
+               options: FusionOptions, photo: np.ndarray | None = None,
+               carry: StreamCarry | None = None) -> RenderedFace:
         assert target_face.landmarks is not None
         size = target_crop.shape[0]
         profile, feature = options.profile_degree / 100.0, options.feature_degree / 100.0
@@ -228,7 +242,8 @@ class MeshFusionEngine:
         fixed = border_points(size)
         dest = destination_geometry(target_pts, shape, np.concatenate([ring_t, fixed]), profile, feature)
         dst_all = np.concatenate([dest, ring_t, fixed])
-        triangles = surface_triangles(target_3d, dest, np.concatenate([ring_t, fixed]))
+        topology = None if carry is None else carry.topology(lambda: face_topology(target_3d))
+        triangles = surface_triangles(target_3d, dest, np.concatenate([ring_t, fixed]), topology)
         ids = mesh.rasterize(dst_all, triangles, (size, size), MAP_STEP)
         sources = [np.concatenate([target_pts, ring_t, fixed]), np.concatenate([source_pts, ring_s, fixed])]
         mirror = source.payload.get("mirror")
@@ -261,7 +276,11 @@ class MeshFusionEngine:
             warped_source = cv2.blendLinear(mirror_texture, warped_source, weight, 1.0 - weight)
         skin = skin_mask(dest, size)
         if options.makeup == "target":
-            warped_source = tone_makeup(warped_source, warped_target, dest, skin)
+            if carry is None:
+                warped_source = tone_makeup(warped_source, warped_target, dest, skin)[0]
+            else:
+                warped_source = carry.toning(size, lambda: tone_makeup(warped_source, warped_target, dest, skin),
+                                             lambda tonings: apply_toning(warped_source, tonings))
 
         normals = None
         if options.light == "shape":

@@ -27,7 +27,7 @@ from ..geometry.regions import face_masks
 from ..models import ModelStore, sha256_of
 from ..models.swappers import EMBEDDING, SWAPPERS, SwapperModel
 from ..runtime import Runtime
-from .engine import FusionOptions, RenderedFace, SourceFace
+from .engine import FusionOptions, RenderedFace, SourceFace, StreamCarry
 from .recognizer import RECOGNIZERS, Recognizer, l2_normalise
 from .templates import NORMS, aligned_crop, alignment_matrix
 
@@ -138,7 +138,8 @@ class SwapperEngine:
         return alignment_matrix(face.keypoints, self.spec.template, self.spec.size), self.spec.size
 
     def render(self, source: SourceFace, target_crop: np.ndarray, matrix: np.ndarray, target_face: Face,
-               options: FusionOptions, photo: np.ndarray | None = None) -> RenderedFace:
+               options: FusionOptions, photo: np.ndarray | None = None,
+               carry: StreamCarry | None = None) -> RenderedFace:
         if target_face.landmarks is None:
             raise FacefuseError(ErrorCode.NO_FACE, "the target face has no landmarks for the blend mask",
                                 "analyse the target with the default pipeline", {})

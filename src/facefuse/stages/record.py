@@ -20,7 +20,7 @@ from ..fusion.engine import FusionOptions
 
 if TYPE_CHECKING:
     from ..fusion.blend import LutSmoother
-    from ..fusion.engine import FusionEngine, RenderedFace, SourceFace
+    from ..fusion.engine import FusionEngine, RenderedFace, SourceFace, StreamCarry
     from ..fusion.occlusion import OcclusionMasks
     from ..imageio import ImageInput
     from ..fusion.blend import BlendRegion
@@ -50,6 +50,8 @@ class TargetFace:
     # a video's carrier of the segmenter's output for this face's track (facefuse.video.parsing.ParsingTurn): called
     # with the work that computes this frame's probabilities, it runs it or gives an earlier frame's
     parsing: Callable[[Callable[[], Any]], Any] | None = None
+    # what the render takes from an earlier frame of the track (the face's triangles, its make-up toning)
+    carry: StreamCarry | None = None
 
 
 @dataclass(frozen=True, eq=False)

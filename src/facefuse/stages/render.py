@@ -27,5 +27,5 @@ class Render(Stage):
         assert record.face is not None and record.aligned is not None and record.source is not None
         source = record.source
         rendered = source.engine.render(source.prepared, record.aligned.crop, record.aligned.matrix,
-                                        record.face.face, record.options, record.image)
+                                        record.face.face, record.options, record.image, record.face.carry)
         return replace(record, rendered=rendered)
