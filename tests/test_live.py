@@ -343,3 +343,41 @@ def test_without_a_key_only_loopback_names_and_live_can_be_turned_off(store_conf
         assert "host name" in json.loads(body)["error"]["message"]
         status, _, error = refused(keyless, key=None)
         assert status == 429 and error["code"] == "QUEUE_FULL" and "turned off" in error["message"]
+
+
+def test_a_track_carries_its_triangles_and_toning_through_a_group_and_a_new_track_measures_them_anew(
+        fuser, source_photo, clip_frames):
+    """The render's stream carry (issue 19): the first frame of a track's group measures the face's triangles and
+    make-up toning exactly as a photo does; the next frame of the same track reuses them (its new face differs a
+    little from the one it would measure itself); a new track, or the same one after a scene cut, measures anew."""
+    from facefuse.geometry.align import aligned_crop
+    from facefuse.video.options import VideoOptions
+    from facefuse.video.tracking import TrackedFace
+    from facefuse.video.turns import FaceTurns
+
+    session = LiveSession(fuser, source_photo)
+    source, options = session.prepared, session.options
+    engine = source.engine
+    frames = [clip_frames[0], clip_frames[6]]
+    faces = [fuser.analyzer.analyze(frame).faces[0] for frame in frames]
+
+    def render(index: int, carry) -> np.ndarray:
+        matrix, size = engine.crop_matrix(faces[index], options)
+        crop = aligned_crop(frames[index], matrix, size)
+        return engine.render(source.prepared, crop, matrix, faces[index], options, frames[index], carry).crop
+
+    turns = FaceTurns(VideoOptions())
+    carried = []
+    for track, index, cut in ((1, 0, False), (1, 1, False), (2, 1, False), (2, 0, True)):
+        (target,), taken = turns.take([TrackedFace(track, faces[index])], cut)
+        carried.append(render(index, target.carry))
+        for turn in taken:
+            turn.close()
+    own = [render(index, None) for index in (0, 1)]
+    assert own[0].shape == own[1].shape  # one crop size: the second frame can take the first's toning
+    assert np.array_equal(carried[0], own[0])  # a group's first frame: measured, as for a photo
+    changed = carried[1].astype(float) - own[1]
+    psnr = 10 * np.log10(255.0 ** 2 / max(float(np.mean(changed ** 2)), 1e-9))
+    assert np.any(changed != 0) and psnr >= 30.0, psnr  # carried from the first frame: close, not the same
+    assert np.array_equal(carried[2], own[1])  # a new track measures anew
+    assert np.array_equal(carried[3], own[0])  # and so does a track after a scene cut
