@@ -106,6 +106,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=150, help="frames per turn")
     parser.add_argument("--turns", type=int, default=3, help="turns per mode and pacing")
+    parser.add_argument("--section", default="live_frames", help="results section to write (e.g. another tree's "
+                        "run, with PYTHONPATH pointing at its src)")
+    parser.add_argument("--title", default="Live frames by kind", help="the section's heading")
     args = parser.parse_args()
     load_before, host = os.getloadavg(), machine()
     fuser, frames = Fuser(), camera_frames()
@@ -120,7 +123,7 @@ def main() -> None:
     load_after = os.getloadavg()
     rows = "\n".join(row(pacing, aside, turns) for (pacing, aside), turns in results.items())
     default = results[("camera 30 frames/s", True)]
-    write_section("live_frames", f"""## Live frames by kind
+    write_section(args.section, f"""## {args.title}
 
 `benchmarks/live_frames.py` on {host}; load average {load_before[0]:.1f} before and {load_after[0]:.1f} after. One
 live session in-process (`LiveSession.process_encoded`: JPEG in, labelled JPEG out) on {len(frames)} 640×480 frames

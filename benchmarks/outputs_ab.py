@@ -2,8 +2,8 @@
 that must not change what is computed.
 
 Each tree fuses, in a child process of its own, six photo pairs from ../shared/faces (two of them also with
-``light="shape"``), the first source on a 4K target (fusion_speed.py's, a large face), and six frames of the shared
-Hamilton clip through ``Fuser.fuse_frame``; the outputs are compared pixel by pixel: mean absolute difference over
+``light="shape"``), the first source on a 4K target (fusion_speed.py's, a large face), six frames of the shared
+Hamilton clip through ``Fuser.fuse_frame`` and six of its first 24 frames through a ``LiveSession``; the outputs are compared pixel by pixel: mean absolute difference over
 the whole picture, PSNR, the largest difference, and the share of pixels that differ. Writes benchmarks/results/outputs_ab.md.
 """
 
@@ -52,6 +52,14 @@ for k in range(6):
     analysis = fuser.analyze(rgb, "target")
     if analysis.faces:
         found[f"clip frame {8 * (k + 1)}"] = fuser.fuse_frame(prepared, rgb, analysis.faces[:1], FusionOptions()).image
+from facefuse.live import LiveSession
+capture = cv2.VideoCapture(clip)
+with LiveSession(fuser, (faces / pairs[0][0]).read_bytes(), detect_aside=False) as session:
+    for k in range(24):
+        ok, bgr = capture.read()
+        shown = session.process(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), k / 30)
+        if k % 4 == 3:
+            found[f"live frame {k}"] = shown.image
 np.savez_compressed(out, **found)
 """
 
@@ -78,7 +86,9 @@ def main() -> None:
     lines = [f"## {args.title or f'Outputs against `{args.base}`'} (`benchmarks/outputs_ab.py`)", "",
              (f"The same fusions by `{args.base}` and by this tree, each in a child process: six photo pairs of "
               "`../shared/faces` (the first two also with `light=\"shape\"`), the first source on a 4K target and "
-              "six frames of `short_hamilton_clip.mp4` through `Fuser.fuse_frame`. Differences in 8-bit levels; "
+              "six frames of `short_hamilton_clip.mp4` through `Fuser.fuse_frame` (no track: nothing carried), and every "
+              "fourth of its first 24 frames through one `LiveSession` (detection in the frame, so both trees "
+              "see the same rounds; what a track carries between frames may differ). Differences in 8-bit levels; "
               "PSNR over the whole picture (∞: identical)."), "",
              "| output | same size | mean abs. difference (whole picture) | PSNR | largest | pixels that differ |",
              "|---|---|---|---|---|---|"]

@@ -105,6 +105,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=3, help="turns of each tree (alternating)")
     parser.add_argument("--runs", type=int, default=10, help="photo fusions per turn")
     parser.add_argument("--frames", type=int, default=30, help="frames of each video clip")
+    parser.add_argument("--section", default="speed_ab", help="results section to write (one per check kept)")
     args = parser.parse_args()
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as folder:
@@ -153,7 +154,7 @@ def main() -> None:
               "| 1080p this tree |"), "|---|---|---|---|---|"]
     lines += [f"| {LABELS.get(s, s)} | " + " | ".join(both(video, n, c, stage=s, cpu_rows=VIDEO_CPU_ROWS) for c in clips for n in trees) + " |"
               for s in VIDEO_ROWS]
-    print(write_section("speed_ab", "\n".join(lines)).read_text())
+    print(write_section(args.section, "\n".join(lines)).read_text())
 
 
 if __name__ == "__main__":
