@@ -106,6 +106,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10, help="photo fusions per turn")
     parser.add_argument("--frames", type=int, default=30, help="frames of each video clip")
     parser.add_argument("--section", default="speed_ab", help="results section to write (one per check kept)")
+    parser.add_argument("--title", default="", help="the section's heading (default: Speed, stage by stage, against BASE)")
     args = parser.parse_args()
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as folder:
@@ -134,7 +135,7 @@ def main() -> None:
         """Wall ms, and the stage's CPU ms on its own thread where the stage has one."""
         return cell(*where, stage) + (f" / {cell(*where, stage + ' cpu')}" if stage in cpu_rows else "")
 
-    lines = ["## Speed, stage by stage, against `" + args.base + "` (`benchmarks/speed_ab.py`)", "",
+    lines = [f"## {args.title or 'Speed, stage by stage, against `' + args.base + '`'} (`benchmarks/speed_ab.py`)", "",
              (f"Machine: {machine()}. The two source trees took turns ({args.turns} turns each, child processes "
               f"alternating), so both saw the same neighbours; load average (1 min) {load_before[0]:.1f} at the "
               f"start, {load_after[0]:.1f} at the end, on {os.cpu_count()} cores: wall times are inflated by "
