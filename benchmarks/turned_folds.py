@@ -1,7 +1,8 @@
 """Folds in the mesh engine's warp on turned targets (issue 17, far-cheek streaks): for each target, the share of its
 face that takes a frontal source's pixels from a triangle turned over in the source
 (:mod:`facefuse_eval.warp_folds`), with the engine's surface triangles and with the projection's Delaunay
-triangulation it used before. Sources: the first photo of each face-api-js person. Writes
+triangulation it used before, and with the surface triangles plus the engine's mirror fill (counted as it blends:
+see :func:`facefuse_eval.warp_folds.folded_share`). Sources: the first photo of each face-api-js person. Writes
 benchmarks/results/turned_folds.md.
 """
 
@@ -63,20 +64,28 @@ def main() -> None:
             continue
         yaw = max(faces, key=lambda f: f.area).pose.yaw
         pairs = [s for s in sources if s.parent != target.parent]
-        shares = {label: np.array([folded_share(fuser, s, target, how) for s in pairs]) * 100
-                  for label, how in (("projection", projection_triangles), ("surface", surface_triangles))}
-        rows.append(f"| {name} | {yaw:+.0f}° | {len(pairs)} | {shares['projection'].mean():.2f} % / "
-                    f"{shares['projection'].max():.2f} % | {shares['surface'].mean():.2f} % / "
-                    f"{shares['surface'].max():.2f} % | {worst_source(fuser, pairs[int(np.argmax(shares['surface']))])} |")
+        shares = {label: np.array([folded_share(fuser, s, target, how, mirror) for s in pairs]) * 100
+                  for label, how, mirror in (("projection", projection_triangles, False),
+                                             ("surface", surface_triangles, False),
+                                             ("mirror", surface_triangles, True))}
+        rows.append(f"| {name} | {yaw:+.0f}° | {len(pairs)} | "
+                    + " | ".join(f"{shares[k].mean():.2f} % / {shares[k].max():.2f} %" for k in shares)
+                    + f" | {worst_source(fuser, pairs[int(np.argmax(shares['surface']))])} |")
         print(rows[-1], flush=True)
     lines = ["## Folds in the warp on turned targets (`benchmarks/turned_folds.py`)", "",
              f"Machine: {machine()}. Run: `{' '.join(sys.argv[1:]) or 'defaults'}`. Share of the target face's pixels "
              "(mouth left out) that the mesh engine's warp takes from a triangle turned over in the source, with the "
              "faces' own points; sources: the first photo of each other face-api-js person. `projection`: Delaunay "
              "of the projected points (the engine before issue 17's fix); `surface`: the surface's own triangles, "
-             "drawn far to near (`mesh_engine.surface_triangles`).", "",
-             "| target | yaw | sources | projection: mean / worst | surface: mean / worst | worst source (surface) |",
-             "|---|---|---|---|---|---|", *rows, "",
+             "drawn far to near (`mesh_engine.surface_triangles`); `+ mirror fill`: those triangles with the engine's "
+             "mirror fill (`mesh_engine.mirror_fill`: a vertex the target shows that the source shows foreshortened "
+             "or turned over takes its partner's texture once the two yaws differ by more than "
+             "`MIRROR_FROM_TURN`), a vertex counted by the share of its texture taken from each side. The face-api-js "
+             "sources are all turned ≤ 20°: the rule before this (mirror fill from 30° of *source* yaw) never "
+             "filled them, its figure is the `surface` column.", "",
+             "| target | yaw | sources | projection: mean / worst | surface: mean / worst | "
+             "surface + mirror fill: mean / worst | worst source (surface) |",
+             "|---|---|---|---|---|---|---|", *rows, "",
              "### Cost of the triangulation (720p target, once per fused face; medians of 30 interleaved runs)", "",
              "| triangulation | wall ms | CPU ms |", "|---|---|---|", *triangulation_ms(fuser)]
     print(write_section("turned_folds", "\n".join(lines)).read_text())
