@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from facefuse.fusion.engine import FusionOptions
-from facefuse.fusion.mesh_engine import RING_SCALE, MeshFusionEngine, border_points, mirror_fill, mirror_partners
+from facefuse.fusion.mesh_engine import RING_SCALE, MeshFusionEngine, border_points, mirror_fill
 from facefuse.geometry import align, mesh
 from facefuse.geometry.regions import FACE_OVAL, MOUTH_GROUP, shrink
 from facefuse.pipeline import Fuser
@@ -56,7 +56,7 @@ def folded_share(fuser: Fuser, source: Path, target: Path, triangulate: Triangul
     owner = owner[owner >= 0]
     face = np.all(triangles < len(target_pts), axis=1) & ~np.isin(triangles, MOUTH_GROUP).any(axis=1)
     folded = (np.sign(_winding(destination, triangles)) != np.sign(_winding(origin, triangles))).astype(float)
-    fill = mirror_fill(source_face, target_face, *mirror_partners(source_mesh)) if mirror else None
+    fill = mirror_fill(source_face, target_face) if mirror else None
     if fill is not None:
         partners, weights = fill
         reflected = origin.copy()
