@@ -15,7 +15,7 @@ import numpy as np
 from common import FACES, machine, median, write_section
 
 from facefuse.fusion.engine import FusionOptions
-from facefuse.fusion.mesh_engine import RING_SCALE, MeshFusionEngine, border_points, surface_triangles
+from facefuse.fusion.mesh_engine import RING_SCALE, MeshFusionEngine, border_points, mirror_fill, surface_triangles
 from facefuse.geometry import align
 from facefuse.geometry.regions import FACE_OVAL, shrink
 from facefuse.pipeline import Fuser
@@ -48,6 +48,15 @@ def triangulation_ms(fuser: Fuser, runs: int = 30) -> list[str]:
             wall, cpu = time.perf_counter(), time.process_time()
             how(target_3d, target_3d[:, :2], outer)
             spent[label].append((1e3 * (time.perf_counter() - wall), 1e3 * (time.process_time() - cpu)))
+    # the mirror fill, paid only where the two yaws differ by more than MIRROR_FROM_TURN: amy1 onto a profile
+    source, turned = (max(fuser.analyze(FACES / n).faces, key=lambda f: f.area)
+                      for n in ("face-api-js/amy/amy1.png", "hard/profile/06_turned_50_red_lipstick.png"))
+    spent["mirror fill (amy1 onto hard/profile/06, gated pairs only)"] = []
+    for _ in range(runs):
+        wall, cpu = time.perf_counter(), time.process_time()
+        mirror_fill(source, turned)
+        spent["mirror fill (amy1 onto hard/profile/06, gated pairs only)"].append(
+            (1e3 * (time.perf_counter() - wall), 1e3 * (time.process_time() - cpu)))
     return [f"| {label} | {median([w for w, _ in v]):.2f} | {median([c for _, c in v]):.2f} |"
             for label, v in spent.items()]
 
@@ -86,8 +95,9 @@ def main() -> None:
              "| target | yaw | sources | projection: mean / worst | surface: mean / worst | "
              "surface + mirror fill: mean / worst | worst source (surface) |",
              "|---|---|---|---|---|---|---|", *rows, "",
-             "### Cost of the triangulation (720p target, once per fused face; medians of 30 interleaved runs)", "",
-             "| triangulation | wall ms | CPU ms |", "|---|---|---|", *triangulation_ms(fuser)]
+             "### Cost of the triangulation and the mirror fill (720p target, once per fused face; medians of 30 "
+             "interleaved runs)", "",
+             "| step | wall ms | CPU ms |", "|---|---|---|", *triangulation_ms(fuser)]
     print(write_section("turned_folds", "\n".join(lines)).read_text())
 
 
