@@ -1,7 +1,8 @@
 """Folds in the mesh engine's warp on turned targets (issue 17, far-cheek streaks): for each target, the share of its
 face that takes a frontal source's pixels from a triangle turned over in the source
 (:mod:`facefuse_eval.warp_folds`), with the engine's surface triangles and with the projection's Delaunay
-triangulation it used before. Sources: the first photo of each face-api-js person. Writes
+triangulation it used before, and with the surface triangles plus the engine's mirror fill (counted as it blends:
+see :func:`facefuse_eval.warp_folds.folded_share`). Sources: the first photo of each face-api-js person. Writes
 benchmarks/results/turned_folds.md.
 """
 
@@ -14,7 +15,7 @@ import numpy as np
 from common import FACES, machine, median, write_section
 
 from facefuse.fusion.engine import FusionOptions
-from facefuse.fusion.mesh_engine import RING_SCALE, MeshFusionEngine, border_points, surface_triangles
+from facefuse.fusion.mesh_engine import RING_SCALE, MeshFusionEngine, border_points, mirror_fill, surface_triangles
 from facefuse.geometry import align
 from facefuse.geometry.regions import FACE_OVAL, shrink
 from facefuse.pipeline import Fuser
@@ -47,6 +48,15 @@ def triangulation_ms(fuser: Fuser, runs: int = 30) -> list[str]:
             wall, cpu = time.perf_counter(), time.process_time()
             how(target_3d, target_3d[:, :2], outer)
             spent[label].append((1e3 * (time.perf_counter() - wall), 1e3 * (time.process_time() - cpu)))
+    # the mirror fill, paid only where the two yaws differ by more than MIRROR_FROM_TURN: amy1 onto a profile
+    source, turned = (max(fuser.analyze(FACES / n).faces, key=lambda f: f.area)
+                      for n in ("face-api-js/amy/amy1.png", "hard/profile/06_turned_50_red_lipstick.png"))
+    spent["mirror fill (amy1 onto hard/profile/06, gated pairs only)"] = []
+    for _ in range(runs):
+        wall, cpu = time.perf_counter(), time.process_time()
+        mirror_fill(source, turned)
+        spent["mirror fill (amy1 onto hard/profile/06, gated pairs only)"].append(
+            (1e3 * (time.perf_counter() - wall), 1e3 * (time.process_time() - cpu)))
     return [f"| {label} | {median([w for w, _ in v]):.2f} | {median([c for _, c in v]):.2f} |"
             for label, v in spent.items()]
 
@@ -63,22 +73,31 @@ def main() -> None:
             continue
         yaw = max(faces, key=lambda f: f.area).pose.yaw
         pairs = [s for s in sources if s.parent != target.parent]
-        shares = {label: np.array([folded_share(fuser, s, target, how) for s in pairs]) * 100
-                  for label, how in (("projection", projection_triangles), ("surface", surface_triangles))}
-        rows.append(f"| {name} | {yaw:+.0f}° | {len(pairs)} | {shares['projection'].mean():.2f} % / "
-                    f"{shares['projection'].max():.2f} % | {shares['surface'].mean():.2f} % / "
-                    f"{shares['surface'].max():.2f} % | {worst_source(fuser, pairs[int(np.argmax(shares['surface']))])} |")
+        shares = {label: np.array([folded_share(fuser, s, target, how, mirror) for s in pairs]) * 100
+                  for label, how, mirror in (("projection", projection_triangles, False),
+                                             ("surface", surface_triangles, False),
+                                             ("mirror", surface_triangles, True))}
+        rows.append(f"| {name} | {yaw:+.0f}° | {len(pairs)} | "
+                    + " | ".join(f"{shares[k].mean():.2f} % / {shares[k].max():.2f} %" for k in shares)
+                    + f" | {worst_source(fuser, pairs[int(np.argmax(shares['surface']))])} |")
         print(rows[-1], flush=True)
     lines = ["## Folds in the warp on turned targets (`benchmarks/turned_folds.py`)", "",
              f"Machine: {machine()}. Run: `{' '.join(sys.argv[1:]) or 'defaults'}`. Share of the target face's pixels "
              "(mouth left out) that the mesh engine's warp takes from a triangle turned over in the source, with the "
              "faces' own points; sources: the first photo of each other face-api-js person. `projection`: Delaunay "
              "of the projected points (the engine before issue 17's fix); `surface`: the surface's own triangles, "
-             "drawn far to near (`mesh_engine.surface_triangles`).", "",
-             "| target | yaw | sources | projection: mean / worst | surface: mean / worst | worst source (surface) |",
-             "|---|---|---|---|---|---|", *rows, "",
-             "### Cost of the triangulation (720p target, once per fused face; medians of 30 interleaved runs)", "",
-             "| triangulation | wall ms | CPU ms |", "|---|---|---|", *triangulation_ms(fuser)]
+             "drawn far to near (`mesh_engine.surface_triangles`); `+ mirror fill`: those triangles with the engine's "
+             "mirror fill (`mesh_engine.mirror_fill`: a vertex the target shows that the source shows foreshortened "
+             "or turned over takes its partner's texture once the two yaws differ by more than "
+             "`MIRROR_FROM_TURN`), a vertex counted by the share of its texture taken from each side. The face-api-js "
+             "sources are all turned ≤ 20°: the rule before this (mirror fill from 30° of *source* yaw) never "
+             "filled them, its figure is the `surface` column.", "",
+             "| target | yaw | sources | projection: mean / worst | surface: mean / worst | "
+             "surface + mirror fill: mean / worst | worst source (surface) |",
+             "|---|---|---|---|---|---|---|", *rows, "",
+             "### Cost of the triangulation and the mirror fill (720p target, once per fused face; medians of 30 "
+             "interleaved runs)", "",
+             "| step | wall ms | CPU ms |", "|---|---|---|", *triangulation_ms(fuser)]
     print(write_section("turned_folds", "\n".join(lines)).read_text())
 
 

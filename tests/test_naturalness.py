@@ -65,16 +65,18 @@ def test_mirror_fill_takes_the_hidden_side_from_the_visible_one(fuser, faces_dir
     turned = fuser.analyze(faces_dir / "face-api-js/stuart/stuart5.png").faces[0]
     frontal = fuser.analyze(faces_dir / "face_recognition/obama.jpg").faces[0]
     assert turned.pose is not None and abs(turned.pose.yaw) > 30
-    assert mirror_fill(frontal.landmarks) is None
-    fill = mirror_fill(turned.landmarks)
+    assert mirror_fill(frontal, frontal) is None  # the target shows nothing the source hides
+    fill = mirror_fill(turned, frontal)
     assert fill is not None
     partners, weights = fill
     canonical_x = ((turned.landmarks - turned.landmarks.mean(0)) @ face_axes(turned.landmarks))[:, 0]
     filled = weights > 0.5
     assert filled.sum() > 10
-    # every filled vertex is on one side of the face, and takes its texture from the other side
+    # every filled vertex is on one side of the face, and takes its texture from the other side; the pairing is a
+    # reflection: each vertex is its partner's partner
     assert abs(np.sign(canonical_x[filled]).mean()) > 0.9
     assert np.all(np.sign(canonical_x[partners[filled]]) != np.sign(canonical_x[filled]))
+    assert np.array_equal(partners[partners], np.arange(len(partners)))
 
 
 def test_turned_faces_fuse_with_a_warning_past_the_warn_angle(store_config, faces_dir):

@@ -32,3 +32,19 @@ def test_a_turned_targets_far_cheek_is_not_warped_from_folded_source_triangles(f
         # third of that at most, and on no pair more
         assert np.mean(shares["surface"]) < 0.35 * np.mean(shares["projection"]), shares
         assert all(s <= p for s, p in zip(shares["surface"], shares["projection"])), shares
+
+
+@pytest.mark.parametrize("target", ["hard/profile/05_turned_55_bw.jpg", "hard/profile/06_turned_50_red_lipstick.png"])
+def test_a_source_turned_the_other_way_is_mirror_filled_where_the_target_shows_its_hidden_side(fuser, faces_dir,
+                                                                                              target):
+    """amy1 (+20°) onto a profile turned the other way (−35…−47°): the target shows the side amy1 hides. Mirror fill
+    decided by the source's own turn (from 30°) never filled a source turned 20°, and 16.9–24.5 % of the target's
+    face came from folded triangles; decided by what the target shows, the partner's side fills it."""
+    source = faces_dir / "face-api-js/amy/amy1.png"
+    source_yaw = max(fuser.analyze(source).faces, key=lambda f: f.area).pose.yaw
+    target_yaw = max(fuser.analyze(faces_dir / target).faces, key=lambda f: f.area).pose.yaw
+    assert abs(source_yaw) < 30 < abs(source_yaw - target_yaw) and source_yaw * target_yaw < 0
+    unfilled, filled = (folded_share(fuser, source, faces_dir / target, surface_triangles, mirror) for mirror in
+                        (False, True))
+    assert unfilled > 0.10, unfilled  # what the rule before left (its gate did not open for a source turned 20°)
+    assert filled < 0.03, filled
