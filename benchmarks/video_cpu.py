@@ -19,6 +19,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
+import cv2
+import numpy as np
 from common import machine, median, write_section
 from video import SOURCE, portrait_clip
 
@@ -86,8 +88,12 @@ def thread_cpu() -> dict[str, tuple[str, float]]:
     return out
 
 
-def one_run(fuser: Fuser, clip: Path, out: Path) -> tuple[dict[str, float], dict[str, float], float, float]:
-    """Per-thread-group and per-step CPU ms per frame, process CPU ms per frame, frames/s of one fusion."""
+def one_run(fuser: Fuser, clip: Path, out: Path,
+            opencv_threads: int) -> tuple[dict[str, float], dict[str, float], float, float]:
+    """Per-thread-group and per-step CPU ms per frame, process CPU ms per frame, frames/s of one fusion with
+    OpenCV's pool at ``opencv_threads`` (started before the run, so its threads count as existing ones)."""
+    cv2.setNumThreads(opencv_threads)
+    cv2.resize(np.zeros((2160, 3840, 3), np.uint8), (1920, 1080))  # a parallel call: the pool starts now
     before = thread_cpu()
     names: dict[str, str] = {}
     last: dict[str, tuple[str, float]] = {}
@@ -120,9 +126,10 @@ def one_run(fuser: Fuser, clip: Path, out: Path) -> tuple[dict[str, float], dict
         name = names.get(tid)
         if name == "benchmark-sampler":
             continue
-        if name is None:  # not a Python thread: FFmpeg's (x264's threads inherit the process's name) or a pool
-            name = ("FFmpeg threads started during the run (x264 encoder, decoder)" if tid not in before
-                    else f"native threads that existed before the run ({comm})")
+        if name is None:  # not a Python thread: FFmpeg's (x264's inherit the process's name) or a library's pool
+            name = (f"native threads that existed before the run: OpenCV's pool ({comm})" if tid in before else
+                    "FFmpeg's decoder threads (av:*)" if comm.startswith("av:") else
+                    f"threads started during the run: x264's encoder threads ({comm})")
         elif name == "MainThread":
             name = "tracking thread (main: decode wait, track, hand-over, write)"
         else:
@@ -136,6 +143,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=3, help="runs of each clip (taking turns)")
     parser.add_argument("--frames", type=int, default=60)
+    parser.add_argument("--opencv-threads", type=int, default=0,
+                        help="also time every clip with OpenCV's pool at this many threads (0: not)")
     parser.add_argument("--section", default="video_cpu")
     parser.add_argument("--title", default="Video: where a frame's CPU goes")
     args = parser.parse_args()
@@ -143,6 +152,10 @@ def main() -> None:
     header = machine()
     load_before = os.getloadavg()[0]
     fuser = Fuser()
+    default_threads = cv2.getNumThreads()
+    variants = {f"OpenCV {default_threads} threads": default_threads}
+    if args.opencv_threads:
+        variants[f"OpenCV {args.opencv_threads} thread{'s' if args.opencv_threads > 1 else ''}"] = args.opencv_threads
     samples: dict[str, list] = defaultdict(list)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -153,7 +166,9 @@ def main() -> None:
             fuse_video(SOURCE, clips[name], work / "warm.mp4", fuser=fuser)
         for _ in range(args.runs):
             for name, clip in clips.items():
-                samples[name].append(one_run(fuser, clip, work / "out.mp4"))
+                for variant, threads in variants.items():
+                    samples[f"{name}, {variant}"].append(one_run(fuser, clip, work / "out.mp4", threads))
+    cv2.setNumThreads(default_threads)
     load_after = os.getloadavg()[0]
 
     def cell(name: str, part: int, key: str) -> str:
@@ -165,17 +180,19 @@ def main() -> None:
               f"on {os.cpu_count()} cores. Portrait clips of {args.frames} frames (one face, a slow camera move), "
               f"`biden.jpg`, defaults, decode → encode, {args.runs} runs per clip taking turns after a warm-up; "
               "median CPU ms per frame. Threads: utime + stime from /proc (read every "
-              f"{SAMPLE_S:g} s and at the end). Steps: `time.thread_time` around each on the tracking thread."), "",
-             "| thread (CPU ms per frame) | 720p | 1080p |", "|---|---|---|"]
+              f"{SAMPLE_S:g} s and at the end). Steps: `time.thread_time` around each on the tracking thread. "
+              f"Variants: {', '.join(variants)} (OpenCV's default: one per core), taking turns run by run.")]
+    columns = list(samples)
+    head = "| " + " | ".join(columns) + " |"
     groups = sorted({k for runs in samples.values() for run in runs for k in run[0]},
-                    key=lambda k: -median([r[0].get(k, 0.0) for r in samples["720p"]]))
-    lines += [f"| {g} | {cell('720p', 0, g)} | {cell('1080p', 0, g)} |" for g in groups]
-    lines += [f"| process, all threads | {median([r[2] for r in samples['720p']]):.1f} | "
-              f"{median([r[2] for r in samples['1080p']]):.1f} |",
-              f"| frames/s (wall) | {median([r[3] for r in samples['720p']]):.1f} | "
-              f"{median([r[3] for r in samples['1080p']]):.1f} |", "",
-              "| tracking thread's step (CPU ms per frame) | 720p | 1080p |", "|---|---|---|"]
-    lines += [f"| {label} | {cell('720p', 1, label)} | {cell('1080p', 1, label)} |" for label, _, _ in STEPS]
+                    key=lambda k: -median([r[0].get(k, 0.0) for r in samples[columns[0]]]))
+    lines += ["", "| thread (CPU ms per frame) " + head, "|---" * (len(columns) + 1) + "|"]
+    lines += [f"| {g} | " + " | ".join(cell(c, 0, g) for c in columns) + " |" for g in groups]
+    lines += ["| process, all threads | " + " | ".join(f"{median([r[2] for r in samples[c]]):.1f}" for c in columns)
+              + " |",
+              "| frames/s (wall) | " + " | ".join(f"{median([r[3] for r in samples[c]]):.1f}" for c in columns) + " |",
+              "", "| tracking thread's step (CPU ms per frame) " + head, "|---" * (len(columns) + 1) + "|"]
+    lines += [f"| {label} | " + " | ".join(cell(c, 1, label) for c in columns) + " |" for label, _, _ in STEPS]
     print(write_section(args.section, "\n".join(lines)).read_text())
 
 
