@@ -146,7 +146,7 @@ def main() -> None:
     parser.add_argument("--opencv-threads", type=int, default=0,
                         help="also time every clip with OpenCV's pool at this many threads (0: not)")
     parser.add_argument("--section", default="video_cpu")
-    parser.add_argument("--title", default="Video: where a frame's CPU goes")
+    parser.add_argument("--title", default="Where a video frame's CPU goes")
     args = parser.parse_args()
     keep_freed_memory()
     header = machine()
