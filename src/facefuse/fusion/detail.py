@@ -58,12 +58,15 @@ def band_gain(output: np.ndarray, band: np.ndarray, photo: np.ndarray, skin: np.
     coarse = (max(1, width // factor), max(1, height // factor))
 
     def local(values: np.ndarray) -> np.ndarray:
-        small = cv2.resize(values * weight, coarse, interpolation=cv2.INTER_AREA)
+        # OpenCV resizes at most 4 channels at once: the four terms of one neighbourhood go as one image
+        small = cv2.resize(values, coarse, interpolation=cv2.INTER_AREA)
         return cv2.GaussianBlur(small, (0, 0), max(sigma / factor, 0.5))
 
-    norm = np.maximum(local(np.ones_like(weight)), 1e-6)
-    a, b, c = (local(p) / norm for p in (lap_out * lap_out, lap_out * lap_band, lap_band * lap_band))
-    wanted = local(lap_photo * lap_photo) / norm
+    terms = local(cv2.merge([weight, lap_out * lap_out * weight, lap_out * lap_band * weight,
+                             lap_band * lap_band * weight]))
+    norm = np.maximum(terms[..., 0], 1e-6)
+    a, b, c = (terms[..., i] / norm for i in (1, 2, 3))
+    wanted = local(lap_photo * lap_photo * weight) / norm
     disc = b * b - c * (a - wanted)
     safe_c = np.maximum(c, 1e-9)
     # no exact root: the closest energy; no band at all: no gain
@@ -79,15 +82,22 @@ def match_detail(output: np.ndarray, photo: np.ndarray, weight: np.ndarray, crop
     skin = weight > 0.5
     if skin.sum() < MIN_SKIN_PIXELS:
         return output
+    # in place where it can be (the box of a large face in a 4K photo is ~0.6 Mpx: each temporary costs ~1 ms)
     out = output.astype(np.float32)
-    w = weight[..., None]
     source = photo.astype(np.float32)
     if crop_scale < 0.95:
         # finer than a crop pixel the render holds nothing: the photo's own grain goes there
-        grain = source - cv2.GaussianBlur(source, (0, 0), 0.5 / crop_scale)
-        out += grain * w
-    band = out - cv2.GaussianBlur(out, (0, 0), HIGH_PASS_SIGMA)
+        grain = cv2.GaussianBlur(source, (0, 0), 0.5 / crop_scale)
+        np.subtract(source, grain, out=grain)
+        grain *= weight[..., None]
+        out += grain
+    band = cv2.GaussianBlur(out, (0, 0), HIGH_PASS_SIGMA)
+    np.subtract(out, band, out=band)
     columns = np.flatnonzero(skin.any(axis=0))
     sigma = max(LOCAL_SIGMA_FRACTION * float(columns[-1] - columns[0] + 1), 2.0)
     gain = band_gain(out, band, source, skin, sigma)
-    return np.clip(out + (gain[..., None] * w) * band + 0.5, 0, 255).astype(np.uint8)
+    gain *= weight
+    band *= gain[..., None]
+    out += band
+    out += 0.5
+    return np.clip(out, 0, 255, out=out).astype(np.uint8)
