@@ -119,10 +119,12 @@ def multiband_blend(foreground: np.ndarray, background: np.ndarray, alpha: np.nd
         lap.append(diff - cv2.pyrUp(down, dstsize=(diff.shape[1], diff.shape[0])))
         diff = down
         gauss_a.append(cv2.pyrDown(gauss_a[-1]))
-    out = diff * gauss_a[-1][..., None]
+    # the masks made 3-channel by OpenCV: NumPy's broadcast of an (h, w, 1) mask loops over 3-element rows (~3×)
+    gauss_a = [cv2.cvtColor(mask, cv2.COLOR_GRAY2RGB) for mask in gauss_a]
+    out = diff * gauss_a[-1]
     for level in range(levels - 1, -1, -1):
         size = (lap[level].shape[1], lap[level].shape[0])
-        out = cv2.pyrUp(out, dstsize=size) + lap[level] * gauss_a[level][..., None]
+        out = cv2.pyrUp(out, dstsize=size) + lap[level] * gauss_a[level]
     out += bg + 0.5
     return np.clip(out, 0, 255, out=out).astype(np.uint8)
 
@@ -142,7 +144,8 @@ def unsharp(image: np.ndarray, amount: float, weight: np.ndarray, limit: float =
     if amount <= 0:
         return image
     detail = cv2.subtract(image, cv2.GaussianBlur(image, (0, 0), 1.2), dtype=cv2.CV_16S)
-    detail = np.clip(detail, -limit, limit).astype(np.float32) * (amount * weight[..., None])
+    weight3 = cv2.cvtColor((amount * weight).astype(np.float32, copy=False), cv2.COLOR_GRAY2RGB)  # as in the pyramid
+    detail = np.clip(detail, -limit, limit).astype(np.float32) * weight3
     return cv2.add(image, detail, dtype=cv2.CV_8U)
 
 

@@ -87,14 +87,17 @@ def match_detail(output: np.ndarray, photo: np.ndarray, weight: np.ndarray, crop
     skin = weight > 0.5
     if skin.sum() < MIN_SKIN_PIXELS:
         return output
-    # in place where it can be (the box of a large face in a 4K photo is ~0.6 Mpx: each temporary costs ~1 ms)
+    # in place where it can be (the box of a large face in a 4K photo is ~0.6 Mpx: each temporary costs ~1 ms),
+    # and weights made 3-channel by OpenCV: NumPy's broadcast of an (h, w, 1) weight over RGB loops over
+    # 3-element rows, 3.8 ms on that box against 1.2 (the same products)
     out = output.astype(np.float32)
     source = photo.astype(np.float32)
+    weight = weight.astype(np.float32, copy=False)  # OpenCV's 3-channel copy below takes float32, not float64
     if crop_scale < 0.95:
         # finer than a crop pixel the render holds nothing: the photo's own grain goes there
         grain = cv2.GaussianBlur(source, (0, 0), 0.5 / crop_scale)
         np.subtract(source, grain, out=grain)
-        grain *= weight[..., None]
+        grain *= cv2.cvtColor(weight, cv2.COLOR_GRAY2RGB)
         out += grain
     band = cv2.GaussianBlur(out, (0, 0), HIGH_PASS_SIGMA)
     np.subtract(out, band, out=band)
@@ -102,7 +105,7 @@ def match_detail(output: np.ndarray, photo: np.ndarray, weight: np.ndarray, crop
     sigma = max(LOCAL_SIGMA_FRACTION * float(columns[-1] - columns[0] + 1), 2.0)
     gain = band_gain(out, band, source, skin, sigma)
     gain *= weight
-    band *= gain[..., None]
+    band *= cv2.cvtColor(gain, cv2.COLOR_GRAY2RGB)
     out += band
     out += 0.5
     return np.clip(out, 0, 255, out=out).astype(np.uint8)
