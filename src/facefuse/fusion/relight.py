@@ -24,8 +24,6 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from .cast_shadows import edge_aware_shading
-
 SHADING_SIGMA_FRACTION = 0.06  # of the face width: the finest scale at which light is the target's
 OUTLIER_LEVELS = 12.0  # Lab L* distance from the first estimate beyond which a pixel is not skin (frames, strands)
 TEXTURE_CONTRAST_LIMITS = (0.3, 1.1)  # the most the light may flatten / deepen the source's texture in L*
@@ -71,11 +69,7 @@ def relight(face_lab: np.ndarray, target_lab: np.ndarray, face_skin: np.ndarray,
     target's; returned as uint8 RGB."""
     face = face_lab.astype(np.float32)
     sigma = SHADING_SIGMA_FRACTION * face_width
-    target = target_lab.astype(np.float32)
-    # each estimate follows its photo's light edges (:mod:`.cast_shadows`): the target's cast shadows are carried
-    # sharp and the source's are removed whole, not left as a band beside their blurred edge
-    theirs = edge_aware_shading(target, target_skin, sigma, skin_shading(target, target_skin, sigma))
-    own = edge_aware_shading(face, face_skin, sigma, skin_shading(face, face_skin, sigma))
+    theirs, own = skin_shading(target_lab.astype(np.float32), target_skin, sigma), skin_shading(face, face_skin, sigma)
     out = face + (theirs - own)
     # texture is albedo × light: in the target's shadow the source's pores, wrinkles and grain are as dark as the
     # light, not as contrasted as they were in the source's light (a side-lit face's shadowed half came out grainy
