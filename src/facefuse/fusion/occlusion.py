@@ -65,9 +65,7 @@ def occlusion_masks(segmenter: FaceSegmenter, rendered: RenderedFace, photo: np.
     """The masks of one rendered face; ``photo`` is the target's aligned crop as photographed (the align stage's),
     ``rule`` how the target's occluders are kept (the option's choice, :data:`OCCLUDER_RULES`)."""
     size = rendered.crop.shape[1], rendered.crop.shape[0]
-    crops = np.stack([cv2.resize(c, (SEGMENT_SIZE, SEGMENT_SIZE), interpolation=cv2.INTER_AREA)
-                      for c in (photo, rendered.crop)])
-    target, source = segmenter.probabilities(crops)
+    target, source = segmenter.probabilities(np.stack([segmenter_crop(photo), segmenter_crop(rendered.crop)]))
 
     def up(plane: np.ndarray) -> np.ndarray:
         return cv2.resize(plane, size, interpolation=cv2.INTER_LINEAR)
@@ -92,6 +90,11 @@ def occlusion_masks(segmenter: FaceSegmenter, rendered: RenderedFace, photo: np.
         target_skin=target_skin,
         source_skin=up(source[SKIN] + source[NOSE]),
     )
+
+
+def segmenter_crop(crop: np.ndarray) -> np.ndarray:
+    """An aligned crop at the segmenter's input size (its framing is the segmenter's own, so only scaled)."""
+    return cv2.resize(crop, (SEGMENT_SIZE, SEGMENT_SIZE), interpolation=cv2.INTER_AREA)
 
 
 def occluders(probability: np.ndarray, sure_from: float | None) -> np.ndarray:
