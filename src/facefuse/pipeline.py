@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
+from .aside import on_a_thread
 from .analysis.analyzer import FaceAnalyzer
 from .analysis.cache import AnalysisCache
 from .analysis.segmentation import SEGMENTER_MODEL, FaceSegmenter
@@ -31,7 +32,6 @@ from .models import ModelStore
 from .fusion.restorer import LazyRestorer, RestoreConfig
 from .runtime import Runtime
 from .stages import ANALYSIS, SOURCE, Models, Pipeline, PreparedSource, Record, Stage, TargetFace, default_stages
-from .stages.base import on_a_thread
 from .stages.encode import EncodeOptions, Encoding
 from .stages.gate import Gate
 

@@ -15,14 +15,13 @@ stage, so it runs beside the stages in between on the second core, and hands it 
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, ClassVar, TypeVar
 
+from ..aside import on_a_thread
 from ..errors import FacefuseError
 from .record import Begun, Record
 
@@ -57,21 +56,6 @@ def _timed(stage: Stage, record: Record) -> Record:
     start = time.perf_counter()
     out = stage(record)
     return out.timed(stage.name, (time.perf_counter() - start) * 1000)
-
-
-def on_a_thread(work: Callable[[], T], name: str) -> Future[T]:
-    """``work()`` on a new thread (one per call: nothing shared between requests, no pool to size); its exception,
-    if any, is raised where the future's result is asked for."""
-    future: Future[T] = Future()
-
-    def run() -> None:
-        try:
-            future.set_result(work())
-        except BaseException as exc:  # handed to the caller, which raises it
-            future.set_exception(exc)
-
-    threading.Thread(target=run, name=name, daemon=True).start()
-    return future
 
 
 def _begin(stages: Sequence[Stage], after: str, record: Record) -> Record:
