@@ -20,6 +20,7 @@ from io import BytesIO
 from pathlib import Path
 
 from common import FACES, REPO, machine, median, write_section
+from fusion_speed import four_k_jpeg
 from video import portrait_clip
 
 SOURCE = FACES / "face_recognition/biden.jpg"
@@ -92,9 +93,9 @@ def base_tree(ref: str, folder: Path) -> Path:
     return folder / "src"
 
 
-def turn(src: Path, runs: int, clips: dict[str, str], out: Path) -> dict:
+def turn(src: Path, target: Path, runs: int, clips: dict[str, str], out: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(src)}
-    done = subprocess.run([sys.executable, "-c", CHILD, str(SOURCE), str(TARGET), str(runs), json.dumps(clips),
+    done = subprocess.run([sys.executable, "-c", CHILD, str(SOURCE), str(target), str(runs), json.dumps(clips),
                            str(out)], env=env, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -104,7 +105,9 @@ def main() -> None:
     parser.add_argument("--base", default="main", help="the commit to compare with")
     parser.add_argument("--turns", type=int, default=3, help="turns of each tree (alternating)")
     parser.add_argument("--runs", type=int, default=10, help="photo fusions per turn")
-    parser.add_argument("--frames", type=int, default=30, help="frames of each video clip")
+    parser.add_argument("--frames", type=int, default=30, help="frames of each video clip (0: no video)")
+    parser.add_argument("--target", choices=["720p", "4k"], default="720p",
+                        help="the photo's target: obama-720p.jpg, or fusion_speed.py's 4K JPEG (a large face)")
     parser.add_argument("--section", default="speed_ab", help="results section to write (one per check kept)")
     parser.add_argument("--title", default="", help="the section's heading (default: Speed, stage by stage, against BASE)")
     args = parser.parse_args()
@@ -112,14 +115,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
         trees = {"base": base_tree(args.base, work / "base"), "this": REPO / "src"}
+        target = TARGET
+        if args.target == "4k":
+            target = work / "obama-4k.jpg"
+            target.write_bytes(four_k_jpeg())
         clips = {}
         for name, size in (("720p", (1280, 720)), ("1080p", (1920, 1080))):
-            clips[name] = str(work / f"{name}.mp4")
-            portrait_clip(Path(clips[name]), size, args.frames)
+            if args.frames > 0:
+                clips[name] = str(work / f"{name}.mp4")
+                portrait_clip(Path(clips[name]), size, args.frames)
         samples: dict[str, list[dict]] = {name: [] for name in trees}
         for _ in range(args.turns):
             for name, src in trees.items():
-                samples[name].append(turn(src, args.runs, clips, work / "out.mp4"))
+                samples[name].append(turn(src, target, args.runs, clips, work / "out.mp4"))
     load_after = os.getloadavg()
 
     def photo(name: str, stage: str) -> str:
@@ -135,15 +143,17 @@ def main() -> None:
         """Wall ms, and the stage's CPU ms on its own thread where the stage has one."""
         return cell(*where, stage) + (f" / {cell(*where, stage + ' cpu')}" if stage in cpu_rows else "")
 
+    target_label = "`obama-720p.jpg`" if args.target == "720p" else "a 3840×2160 JPEG (fusion_speed.py's 4K case)"
     lines = [f"## {args.title or 'Speed, stage by stage, against `' + args.base + '`'} (`benchmarks/speed_ab.py`)", "",
              (f"Machine: {machine()}. The two source trees took turns ({args.turns} turns each, child processes "
               f"alternating), so both saw the same neighbours; load average (1 min) {load_before[0]:.1f} at the "
               f"start, {load_after[0]:.1f} at the end, on {os.cpu_count()} cores: wall times are inflated by "
               "that load, CPU times less so. Photo: warm `Fuser`, analysis cache off (both photos new), "
-              f"`biden.jpg` into `obama-720p.jpg`, {args.runs} fusions per turn after 3 warm-ups, median ms. "
-              f"Video: portrait clips of {args.frames} frames (one face, a slow camera move), decode → encode, "
-              "median ms per frame that each stage was busy (in this tree the stages run on their own threads "
-              "and overlap, so they add up to more than the wall time). Stage cells are wall / CPU ms, the CPU "
+              f"`biden.jpg` into {target_label}, {args.runs} fusions per turn after 3 warm-ups, median ms. " +
+              (f"Video: portrait clips of {args.frames} frames (one face, a slow camera move), decode → encode, "
+               "median ms per frame that each stage was busy (in this tree the stages run on their own threads "
+               "and overlap, so they add up to more than the wall time). " if clips else "No video. ") +
+              "Stage cells are wall / CPU ms, the CPU "
               "time of the thread that ran the stage (`time.thread_time`); ONNX Runtime's own pool threads, where "
               "a session has more than one, count only in the process's CPU row. A photo's two analyses overlap on "
               "two threads in this tree, so its stage walls add up to more than its total; this tree's child also "
@@ -151,6 +161,9 @@ def main() -> None:
              f"| photo stage (ms: wall / CPU) | {args.base} | this tree |", "|---|---|---|"]
     lines += [f"| {LABELS.get(s, s)} | " + " | ".join(both(photo, n, stage=s, cpu_rows=PHOTO_ROWS[:-3]) for n in trees) + " |"
               for s in PHOTO_ROWS]
+    if not clips:
+        print(write_section(args.section, "\n".join(lines)).read_text())
+        return
     lines += ["", (f"| video stage (ms per frame: busy / CPU) | 720p {args.base} | 720p this tree | 1080p {args.base} "
               "| 1080p this tree |"), "|---|---|---|---|---|"]
     lines += [f"| {LABELS.get(s, s)} | " + " | ".join(both(video, n, c, stage=s, cpu_rows=VIDEO_CPU_ROWS) for c in clips for n in trees) + " |"

@@ -355,12 +355,13 @@ def test_the_mesh_engine_reshapes_the_target_only_inside_the_box_the_later_stage
 def test_a_large_faces_skin_detail_gain_is_averaged_coarser_and_stays_the_same(monkeypatch):
     """A face ~1,100 px wide (a 4K photo) averages its local texture energies at σ ~55 px; at half resolution those
     five blurs cost ~50 ms of the 4K blend (issue 19). They are taken coarser (σ at most ``LOCAL_SIGMA_PX`` of the
-    coarse grid's pixels); the gain must stay that of the half-resolution average, and a face up to ~480 px wide
-    keeps half resolution exactly."""
+    coarse grid's pixels); the gain must stay that of the half-resolution average, and a face up to ~240 px wide
+    keeps half resolution exactly. 703 px: a box that is no whole number of coarse blocks (trimmed to whole blocks,
+    the rest taking the nearest block's gain)."""
     from facefuse.fusion import detail
 
     rng = np.random.default_rng(5)
-    for side, exact in ((1100, False), (400, True)):
+    for side, exact in ((1100, False), (703, False), (200, True)):
         light = cv2.resize(np.linspace(60, 200, 16, dtype=np.float32)[None, :], (side, side))
         photo = np.clip(light + 12 * cv2.GaussianBlur(rng.normal(0, 1, light.shape), (0, 0), 0.7), 0, 255)
         face = np.clip(light + 30 * cv2.GaussianBlur(rng.normal(0, 1, light.shape), (0, 0), 0.7), 0, 255)
