@@ -112,8 +112,7 @@ def occlusion_masks(segmenter: FaceSegmenter, rendered: RenderedFace, photo: np.
     core = None if rendered.skin is None else rendered.skin.astype(np.float32)
 
     def measure() -> SegmenterPlanes:
-        crops = np.stack([cv2.resize(c, (SEGMENT_SIZE, SEGMENT_SIZE), interpolation=cv2.INTER_AREA)
-                          for c in (photo, rendered.crop)])
+        crops = np.stack([segmenter_crop(photo), segmenter_crop(rendered.crop)])
         return SegmenterPlanes.scaled(*segmenter.probabilities(crops), size, rule, core is not None)
 
     planes = measure() if carry is None else carry(measure)
@@ -135,6 +134,11 @@ def occlusion_masks(segmenter: FaceSegmenter, rendered: RenderedFace, photo: np.
         target_skin=target_skin,
         source_skin=planes.source_skin,
     )
+
+
+def segmenter_crop(crop: np.ndarray) -> np.ndarray:
+    """An aligned crop at the segmenter's input size (its framing is the segmenter's own, so only scaled)."""
+    return cv2.resize(crop, (SEGMENT_SIZE, SEGMENT_SIZE), interpolation=cv2.INTER_AREA)
 
 
 def occluders(probability: np.ndarray, sure_from: float | None) -> np.ndarray:
