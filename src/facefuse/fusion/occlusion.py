@@ -23,6 +23,7 @@ import numpy as np
 
 from ..analysis.segmentation import HAIR, NOSE, OCCLUDER, SEGMENT_SIZE, SKIN, FaceSegmenter
 from .engine import RenderedFace
+from .fringe import source_fringe
 
 
 CORE_HAIR_FLOOR = 0.7  # hair probability from which the target's hair covers the new face's bare skin
@@ -73,6 +74,8 @@ def occlusion_masks(segmenter: FaceSegmenter, rendered: RenderedFace, photo: np.
         return cv2.resize(plane, size, interpolation=cv2.INTER_LINEAR)
 
     hair = up(_confident(target[HAIR]))
+    source_hidden = up(_confident(source[HAIR] + source[OCCLUDER]))
+    source_skin = up(source[SKIN] + source[NOSE])
     target_skin = up(target[SKIN] + target[NOSE])  # the nose is bare skin too, and its sides say most about light
     if rendered.skin is not None:
         # on the new face's bare skin (cheeks, forehead, nose: not the brows, not the jaw line where a beard or a
@@ -83,14 +86,17 @@ def occlusion_masks(segmenter: FaceSegmenter, rendered: RenderedFace, photo: np.
         sure = up(_confident(target[HAIR], CORE_HAIR_FLOOR))
         hair = hair * (1.0 - core) + sure * core
         target_skin = np.minimum(target_skin + up(target[HAIR]) * core * (1.0 - sure), 1.0)
+        # the source's dark strands on its forehead the segmenter calls skin (issue 17): hidden too
+        source_hidden = np.maximum(source_hidden, source_fringe(rendered.crop, rendered.skin, source_skin,
+                                                                 rendered.mask, source_hidden))
     return OcclusionMasks(
         # an occluder is grown (thin frames); hair is not: a grown fringe would take back the source's forehead
         target_keep=np.maximum(_grown(up(occluders(target[OCCLUDER], rule.sure)), size[0] // rule.grow_divisor),
                                hair),
         target_photo=photo,
-        source_hidden=up(_confident(source[HAIR] + source[OCCLUDER])),
+        source_hidden=source_hidden,
         target_skin=target_skin,
-        source_skin=up(source[SKIN] + source[NOSE]),
+        source_skin=source_skin,
     )
 
 
