@@ -4,9 +4,11 @@ The small segmenter gives a strand of hair that falls over the forehead or the t
 (jay_chou/01 in ../shared/faces/hard: its dark fringe, labelled skin, came out as a grey-violet smear on the
 forehead of every target). What is clearly hair there is found by the pixels themselves: on the new face's forehead
 (above the brows, inside the pasted region), much darker than the source's own bare skin — relative to that skin,
-so a dark-skinned face keeps its forehead — and connected to the source's hair or to the region's top or side edge,
-so a shadow in the middle of the forehead, a brow or an eye is never taken. Those pixels join ``source_hidden``: the
-target's own forehead shows there instead.
+so a dark-skinned face keeps its forehead — and connected to the hair the segmenter did find, so a shadow in the
+middle of the forehead, a brow or an eye is not taken. Those pixels join ``source_hidden``: the target's own forehead
+shows there instead. Not taken either: a strand where it crosses the brow's tail (below the brow line darkness
+cannot tell it from the brow; a first version that reached the brows hid them on many sources and cost identity,
+BENCHMARKS.md *Source fringe hidden*).
 """
 
 from __future__ import annotations
@@ -18,14 +20,15 @@ import numpy as np
 # hidden fully from DARK_SURE, its rim from DARK_RIM. jay_chou/01's fringe is at 0.29–0.38 of its skin's 86 L*;
 # its side-lit cheek and nose shadow at 0.55–0.7 (and not connected to the hair).
 DARK_FROM, DARK_SURE, DARK_RIM = 0.5, 0.4, 0.65
+BROW_BAND = 0.06  # of the face's height: how far the source's brows reach above the new geometry's brow holes
 
 
 def source_fringe(crop: np.ndarray, skin: np.ndarray, bare: np.ndarray, mask: np.ndarray,
                   hair: np.ndarray) -> np.ndarray:
     """The fringe to hide (float32, 0–1, the crop's size) of the rendered ``crop`` (RGB uint8): ``skin`` is the new
     geometry's bare-skin mask (its holes are the brows and eyes), ``bare`` the segmenter's source skin, ``mask``
-    where the new face replaces the target, ``hair`` the source's hair already hidden. The work runs on the face's
-    box only (the whole 512-px crop cost 30 ms; the box about a fifth)."""
+    where the new face replaces the target, ``hair`` the source's hair already hidden. The work runs on the pasted
+    region's box only, not the whole crop."""
     hidden = np.zeros(mask.shape, np.float32)
     pasted = mask > 0.5
     rows, cols = np.flatnonzero(pasted.any(axis=1)), np.flatnonzero(pasted.any(axis=0))
@@ -38,7 +41,7 @@ def source_fringe(crop: np.ndarray, skin: np.ndarray, bare: np.ndarray, mask: np
         return hidden
     holes = _holes(on_skin)
     brow_line = _brow_line(holes, on_skin)
-    if brow_line is None:
+    if brow_line is None or brow_line <= 0:
         return hidden
     box = slice(0, brow_line)
     lightness = cv2.cvtColor(crop[face], cv2.COLOR_RGB2Lab)[:, :, 0].astype(np.float32)
@@ -48,8 +51,8 @@ def source_fringe(crop: np.ndarray, skin: np.ndarray, bare: np.ndarray, mask: np
     dark = forehead & (lightness[box] < DARK_FROM * level)
     if not dark.any():
         return hidden
-    # connected to the source's hair or to the region's edge (where the fringe comes from)
-    seed = _grown((hair[face][box] > 0.0) | ~pasted[face][box], 2) & dark
+    # connected to the source's hair (where a fringe comes from; the region's edge also reaches the brows' tails)
+    seed = _grown(hair[face][box] > 0.0, max(2, mask.shape[0] // 64)) & dark
     _, regions = cv2.connectedComponents(dark.astype(np.uint8), connectivity=8)
     fringe = np.isin(regions, np.unique(regions[seed])) & (regions > 0)
     # its dim rim (the strand's edge, anti-aliased into the skin) from DARK_RIM on, a few pixels around it
@@ -76,13 +79,14 @@ def _holes(on_skin: np.ndarray) -> np.ndarray:
 
 
 def _brow_line(holes: np.ndarray, on_skin: np.ndarray) -> int | None:
-    """The row of the centre of the skin's upper holes, the brows with the eyes (the forehead ends there); None
-    without such holes."""
-    count, _, _, centres = cv2.connectedComponentsWithStats(holes.astype(np.uint8), connectivity=8)
+    """The row above the brows, where the forehead ends: the top of the skin's upper holes (the brows with the
+    eyes) less BROW_BAND of the face's height, since the source's brows reach above those holes (its brows and the
+    new geometry's differ); None without such holes."""
+    count, _, stats, centres = cv2.connectedComponentsWithStats(holes.astype(np.uint8), connectivity=8)
     rows = np.flatnonzero(on_skin.any(axis=1))
     middle = (rows[0] + rows[-1]) / 2
-    upper = [centres[i][1] for i in range(1, count) if centres[i][1] < middle]
-    return int(np.mean(upper)) if upper else None
+    tops = [stats[i, cv2.CC_STAT_TOP] for i in range(1, count) if centres[i][1] < middle]
+    return int(min(tops) - BROW_BAND * on_skin.shape[0]) if tops else None
 
 
 def _grown(mask: np.ndarray, radius: int) -> np.ndarray:
