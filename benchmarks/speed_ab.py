@@ -93,9 +93,9 @@ def base_tree(ref: str, folder: Path) -> Path:
     return folder / "src"
 
 
-def turn(src: Path, target: Path, runs: int, clips: dict[str, str], out: Path) -> dict:
+def turn(src: Path, source: Path, target: Path, runs: int, clips: dict[str, str], out: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(src)}
-    done = subprocess.run([sys.executable, "-c", CHILD, str(SOURCE), str(target), str(runs), json.dumps(clips),
+    done = subprocess.run([sys.executable, "-c", CHILD, str(source), str(target), str(runs), json.dumps(clips),
                            str(out)], env=env, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -110,7 +110,10 @@ def main() -> None:
                         help="the photo's target: obama-720p.jpg, or fusion_speed.py's 4K JPEG (a large face)")
     parser.add_argument("--section", default="speed_ab", help="results section to write (one per check kept)")
     parser.add_argument("--title", default="", help="the section's heading (default: Speed, stage by stage, against BASE)")
+    parser.add_argument("--source", default=str(SOURCE.relative_to(FACES)),
+                        help="the source photo under ../shared/faces (e.g. a turned one: the mirror fill's cost)")
     args = parser.parse_args()
+    source = FACES / args.source
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
@@ -127,7 +130,7 @@ def main() -> None:
         samples: dict[str, list[dict]] = {name: [] for name in trees}
         for _ in range(args.turns):
             for name, src in trees.items():
-                samples[name].append(turn(src, target, args.runs, clips, work / "out.mp4"))
+                samples[name].append(turn(src, source, target, args.runs, clips, work / "out.mp4"))
     load_after = os.getloadavg()
 
     def photo(name: str, stage: str) -> str:
@@ -149,7 +152,7 @@ def main() -> None:
               f"alternating), so both saw the same neighbours; load average (1 min) {load_before[0]:.1f} at the "
               f"start, {load_after[0]:.1f} at the end, on {os.cpu_count()} cores: wall times are inflated by "
               "that load, CPU times less so. Photo: warm `Fuser`, analysis cache off (both photos new), "
-              f"`biden.jpg` into {target_label}, {args.runs} fusions per turn after 3 warm-ups, median ms. " +
+              f"`{source.name}` into {target_label}, {args.runs} fusions per turn after 3 warm-ups, median ms. " +
               (f"Video: portrait clips of {args.frames} frames (one face, a slow camera move), decode → encode, "
                "median ms per frame that each stage was busy (in this tree the stages run on their own threads "
                "and overlap, so they add up to more than the wall time). " if clips else "No video. ") +

@@ -161,12 +161,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="short clips, one run each")
     parser.add_argument("--speed", action="store_true", help="only the throughput table, printed, not written")
+    parser.add_argument("--section", default="video", help="results section to write (one per check kept)")
+    parser.add_argument("--title", default="Video", help="the section's heading")
     args = parser.parse_args()
     frames, runs, long_frames = (30, 1, 150) if args.quick else (60, 3, 600)
     keep_freed_memory()  # as the CLI does for its process (facefuse.allocator)
     fuser = Fuser()
     judge = IdentityJudge(fuser.store, fuser.runtime)
-    lines = ["## Video", "", (f"`benchmarks/video.py{' --quick' if args.quick else ''}` on {machine()}; the VM was "
+    lines = [f"## {args.title}", "", (f"`benchmarks/video.py{' --quick' if args.quick else ''}` on {machine()}; the VM was "
              "shared with other jobs, so wall-clock figures are noisy: CPU ms per frame is the steadier one. "
              "Source `biden.jpg`, mesh engine, default options (detection every 10 frames, x264 veryfast CRF 20, "
              "visible label on)."), ""]
@@ -228,7 +230,7 @@ def main() -> None:
         lines += ["### Memory", "", (f"RSS over a {count}-frame 640×360 clip: {early:.0f} MB after 10 % of the frames, "
                   f"{late:.0f} MB at the end ({late - early:+.0f} MB): frames stream through; nothing holds the clip."),
                   ""]
-    path = write_section("video", "\n".join(lines))
+    path = write_section(args.section, "\n".join(lines))
     print(path.read_text())
 
 

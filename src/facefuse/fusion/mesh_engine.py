@@ -267,7 +267,8 @@ class MeshFusionEngine:
         triangles = surface_triangles(target_3d, dest, np.concatenate([ring_t, fixed]), topology)
         ids = mesh.rasterize(dst_all, triangles, (size, size), MAP_STEP)
         sources = [np.concatenate([target_pts, ring_t, fixed]), np.concatenate([source_pts, ring_s, fixed])]
-        mirror = mirror_fill(source.face, target_face)
+        mirror = mirror_fill(source.face, target_face) if carry is None else \
+            carry.mirror(lambda: mirror_fill(source.face, target_face))
         if mirror is not None:
             partners, weights = mirror
             # the mirrored texture, and the per-vertex weights interpolated over the triangles by the same affine

@@ -22,7 +22,7 @@ import cv2
 import numpy as np
 
 from ..analysis.segmentation import HAIR, NOSE, OCCLUDER, SEGMENT_SIZE, SKIN, FaceSegmenter
-from .engine import RenderedFace
+from .engine import CarryTurn, RenderedFace
 from .fringe import source_fringe
 
 
@@ -61,42 +61,85 @@ class OcclusionMasks:
     source_skin: np.ndarray
 
 
+@dataclass(frozen=True)
+class SegmenterPlanes:
+    """The segmenter's probabilities for one rendered face and the planes made of them at one crop size: all of
+    :func:`occlusion_masks` that does not depend on the frame's own pixels or skin mask, so a stream's frames that
+    carry one frame's segmenter output (:mod:`facefuse.video.parsing`) reuse it whole when their crop has the same
+    size (issue 19: scaling the carried 128 px probabilities to each frame's crop again cost 4–5 ms a frame). Its
+    arrays are read-only: several frames on several threads read them."""
+
+    size: tuple[int, int]
+    target: np.ndarray  # the target's class probabilities (128 px)
+    source: np.ndarray  # the new face's
+    hair: np.ndarray  # the target's hair (confident), at ``size``
+    hair_any: np.ndarray | None  # its hair probability and its hair from CORE_HAIR_FLOOR (``core``: None without)
+    hair_sure: np.ndarray | None
+    target_skin: np.ndarray
+    occluders: np.ndarray  # the target's occluders, grown by the rule
+    source_hidden: np.ndarray
+    source_skin: np.ndarray
+
+    @classmethod
+    def scaled(cls, target: np.ndarray, source: np.ndarray, size: tuple[int, int], rule: OccluderRule,
+               core: bool) -> SegmenterPlanes:
+        """The planes at ``size`` (width, height); ``core``: the rendered face marks its bare skin."""
+        def up(plane: np.ndarray) -> np.ndarray:
+            return cv2.resize(plane, size, interpolation=cv2.INTER_LINEAR)
+
+        planes = cls(size, target, source, hair=up(_confident(target[HAIR])),
+                     hair_any=up(target[HAIR]) if core else None,
+                     hair_sure=up(_confident(target[HAIR], CORE_HAIR_FLOOR)) if core else None,
+                     # the nose is bare skin too, and its sides say most about light
+                     target_skin=up(target[SKIN] + target[NOSE]),
+                     # an occluder is grown (thin frames); hair is not: a grown fringe would take back the forehead
+                     occluders=_grown(up(occluders(target[OCCLUDER], rule.sure)), size[0] // rule.grow_divisor),
+                     source_hidden=up(_confident(source[HAIR] + source[OCCLUDER])),
+                     source_skin=up(source[SKIN] + source[NOSE]))
+        for plane in (planes.hair, planes.hair_any, planes.hair_sure, planes.target_skin, planes.occluders,
+                      planes.source_hidden, planes.source_skin):
+            if plane is not None:
+                plane.setflags(write=False)
+        return planes
+
+
 def occlusion_masks(segmenter: FaceSegmenter, rendered: RenderedFace, photo: np.ndarray,
-                    rule: OccluderRule) -> OcclusionMasks:
+                    rule: OccluderRule, carry: CarryTurn | None = None) -> OcclusionMasks:
     """The masks of one rendered face; ``photo`` is the target's aligned crop as photographed (the align stage's),
-    ``rule`` how the target's occluders are kept (the option's choice, :data:`OCCLUDER_RULES`)."""
+    ``rule`` how the target's occluders are kept (the option's choice, :data:`OCCLUDER_RULES`). ``carry``: a stream
+    frame's turn in its track's segmenter output (the segmenter runs on a group's first frame; the others take its
+    :class:`SegmenterPlanes`, scaled anew only when their crop's size differs)."""
     size = rendered.crop.shape[1], rendered.crop.shape[0]
-    crops = np.stack([cv2.resize(c, (SEGMENT_SIZE, SEGMENT_SIZE), interpolation=cv2.INTER_AREA)
-                      for c in (photo, rendered.crop)])
-    target, source = segmenter.probabilities(crops)
+    core = None if rendered.skin is None else rendered.skin.astype(np.float32)
 
-    def up(plane: np.ndarray) -> np.ndarray:
-        return cv2.resize(plane, size, interpolation=cv2.INTER_LINEAR)
+    def measure() -> SegmenterPlanes:
+        crops = np.stack([cv2.resize(c, (SEGMENT_SIZE, SEGMENT_SIZE), interpolation=cv2.INTER_AREA)
+                          for c in (photo, rendered.crop)])
+        return SegmenterPlanes.scaled(*segmenter.probabilities(crops), size, rule, core is not None)
 
-    hair = up(_confident(target[HAIR]))
-    source_hidden = up(_confident(source[HAIR] + source[OCCLUDER]))
-    source_skin = up(source[SKIN] + source[NOSE])
-    target_skin = up(target[SKIN] + target[NOSE])  # the nose is bare skin too, and its sides say most about light
-    if rendered.skin is not None:
+    planes = measure() if carry is None else carry(measure)
+    if planes.size != size or (planes.hair_sure is None) != (core is None):
+        planes = SegmenterPlanes.scaled(planes.target, planes.source, size, rule, core is not None)
+    hair, target_skin, source_hidden = planes.hair, planes.target_skin, planes.source_hidden
+    if core is not None:
+        assert planes.hair_sure is not None and planes.hair_any is not None
         # on the new face's bare skin (cheeks, forehead, nose: not the brows, not the jaw line where a beard or a
         # fringe sits) the target's hair stays on top only when the segmenter is sure: it called deep shadow on a
         # side-lit cheek "hair" and kept the whole shadowed half of the target's face (issue 17, sidelight/04);
         # what it is then not sure of counts as the target's skin, so the relight sees that shadow
-        core = rendered.skin.astype(np.float32)
-        sure = up(_confident(target[HAIR], CORE_HAIR_FLOOR))
-        hair = hair * (1.0 - core) + sure * core
-        target_skin = np.minimum(target_skin + up(target[HAIR]) * core * (1.0 - sure), 1.0)
-        # the source's dark strands on its forehead the segmenter calls skin (issue 17): hidden too
-        source_hidden = np.maximum(source_hidden, source_fringe(rendered.crop, rendered.skin, source_skin,
-                                                                 rendered.mask, source_hidden))
+        hair = hair * (1.0 - core) + planes.hair_sure * core
+        target_skin = np.minimum(target_skin + planes.hair_any * core * (1.0 - planes.hair_sure), 1.0)
+        # the source's dark strands on its forehead the segmenter calls skin (issue 17): hidden too (from this
+        # frame's own pixels, so never carried; without any, the carried plane itself stays shared)
+        fringe = source_fringe(rendered.crop, core, planes.source_skin, rendered.mask, source_hidden)
+        if fringe.any():
+            source_hidden = np.maximum(source_hidden, fringe)
     return OcclusionMasks(
-        # an occluder is grown (thin frames); hair is not: a grown fringe would take back the source's forehead
-        target_keep=np.maximum(_grown(up(occluders(target[OCCLUDER], rule.sure)), size[0] // rule.grow_divisor),
-                               hair),
+        target_keep=np.maximum(planes.occluders, hair),
         target_photo=photo,
         source_hidden=source_hidden,
         target_skin=target_skin,
-        source_skin=source_skin,
+        source_skin=planes.source_skin,
     )
 
 

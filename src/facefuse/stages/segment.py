@@ -6,9 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
-
-import numpy as np
 
 from ..analysis.segmentation import FaceSegmenter
 from ..fusion.occlusion import OCCLUDER_RULES, occlusion_masks
@@ -33,20 +30,7 @@ class Segment(Stage):
         segmenter = self.segmenter()
         if segmenter is None:
             return record.noted(SEGMENTER_REFUSED)
-        if record.face is not None and record.face.parsing is not None:
-            # a video: the segmenter runs on every n-th frame of the face's track, the frames between reuse it
-            segmenter = _Carried(segmenter, record.face.parsing)  # type: ignore[assignment]
+        # a video: the segmenter runs on every n-th frame of the face's track, the frames between reuse its output
+        carry = None if record.face is None else record.face.parsing
         return replace(record, masks=occlusion_masks(segmenter, record.rendered, record.aligned.crop,
-                                                     OCCLUDER_RULES[record.options.segmentation]))
-
-
-@dataclass(frozen=True)
-class _Carried:
-    """The segmenter as a video frame sees it: its probabilities computed now, or an earlier frame's of the same
-    tracked face (:mod:`facefuse.video.parsing`)."""
-
-    segmenter: FaceSegmenter
-    turn: Callable[[Callable[[], Any]], Any]
-
-    def probabilities(self, crops: np.ndarray) -> np.ndarray:
-        return self.turn(lambda: self.segmenter.probabilities(crops))
+                                                     OCCLUDER_RULES[record.options.segmentation], carry))

@@ -2,9 +2,10 @@
 and carried to the frames between (issue 19: the segment stage was ~14 ms of a 720p frame).
 
 Why it may be carried: the segmenter sees the face's aligned crop, which follows the face, so a fringe, glasses or
-a hand sit at nearly the same crop pixels from one frame to the next; its probabilities (128 px) are scaled to
-each frame's own crop and combined with that frame's pixels and skin mask (:mod:`facefuse.fusion.occlusion`), so
-only the class map is a few frames old. A new group starts after a scene cut and whenever the face was missing
+a hand sit at nearly the same crop pixels from one frame to the next; its probabilities (128 px), scaled to the
+crop once by the group's first frame (:class:`~facefuse.fusion.occlusion.SegmenterPlanes`; again by a frame whose
+crop has another size), are combined with each frame's own pixels and skin mask, so only the class map is a few
+frames old. A new group starts after a scene cut and whenever the face was missing
 from a frame (the video loop drops the carrier then).
 
 Why turns: frames are fused on several threads at once. The frame loop takes a :meth:`ParsingCarry.turn` per

@@ -1,6 +1,7 @@
 """What the frames of one tracked face share, in frame order: the running colour average (:mod:`.smoothing`), and
 carried between its frames in groups of ``masks_every`` (:mod:`.parsing`) the segmenter output and the render's
-face triangles and make-up toning (:class:`~facefuse.fusion.engine.StreamCarry`) — one place for video and live.
+face triangles, make-up toning and mirror fill (:class:`~facefuse.fusion.engine.StreamCarry`) — one place for video
+and live.
 
 The tracking thread takes each frame's turns in frame order; the frame's stages use them on whichever thread fuses
 it; the caller closes them all afterwards, used or not (a face the gate refused never used its turns), so the
@@ -18,13 +19,14 @@ from .tracking import TrackedFace
 
 
 class FaceTurns:
-    """Per track id: its colour average and its carried segmenter output, face triangles and make-up toning."""
+    """Per track id: its colour average and its carried segmenter output, face triangles, make-up toning and mirror
+    fill."""
 
     def __init__(self, video: VideoOptions) -> None:
         self.video = video
         self.colour: dict[int, LutAverage] = {}
         self.parsing: dict[int, ParsingCarry] = {}
-        self.render: dict[int, tuple[ParsingCarry, ParsingCarry]] = {}  # triangles, toning
+        self.render: dict[int, tuple[ParsingCarry, ...]] = {}  # triangles, toning, mirror fill
 
     def take(self, faces: list[TrackedFace], cut: bool) -> tuple[list[TargetFace], list[LutTurn | ParsingTurn]]:
         """This frame's faces for the stages, with their turns, and the turns to close after the frame (``cut``: a
@@ -36,14 +38,14 @@ class FaceTurns:
         # a face missing from a frame starts a new group when it is back: nothing is carried over a gap
         every = self.video.masks_every
         self.parsing = {f.track_id: self.parsing.get(f.track_id) or ParsingCarry(every) for f in faces}
-        self.render = {f.track_id: self.render.get(f.track_id) or (ParsingCarry(every), ParsingCarry(every))
+        self.render = {f.track_id: self.render.get(f.track_id) or tuple(ParsingCarry(every) for _ in range(3))
                        for f in faces}
         targets, turns = [], []
         for tracked in faces:
             colour = (self.colour.setdefault(tracked.track_id, LutAverage(self.video.colour_weight)).turn()
                       if self.video.smoothing else None)
             parsing = self.parsing[tracked.track_id].turn()
-            topology, toning = (carry.turn() for carry in self.render[tracked.track_id])
-            targets.append(TargetFace(tracked.face, tracked.face, colour, parsing, StreamCarry(topology, toning)))
-            turns += ([] if colour is None else [colour]) + [parsing, topology, toning]
+            render = [carry.turn() for carry in self.render[tracked.track_id]]
+            targets.append(TargetFace(tracked.face, tracked.face, colour, parsing, StreamCarry(*render)))
+            turns += ([] if colour is None else [colour]) + [parsing, *render]
         return targets, turns
