@@ -23,7 +23,6 @@ import numpy as np
 
 from ..analysis.segmentation import HAIR, NOSE, OCCLUDER, SEGMENT_SIZE, SKIN, FaceSegmenter
 from .engine import CarryTurn, RenderedFace
-from .fringe import source_fringe
 
 
 CORE_HAIR_FLOOR = 0.7  # hair probability from which the target's hair covers the new face's bare skin
@@ -119,7 +118,7 @@ def occlusion_masks(segmenter: FaceSegmenter, rendered: RenderedFace, photo: np.
     planes = measure() if carry is None else carry(measure)
     if planes.size != size or (planes.hair_sure is None) != (core is None):
         planes = SegmenterPlanes.scaled(planes.target, planes.source, size, rule, core is not None)
-    hair, target_skin, source_hidden = planes.hair, planes.target_skin, planes.source_hidden
+    hair, target_skin = planes.hair, planes.target_skin
     if core is not None:
         assert planes.hair_sure is not None and planes.hair_any is not None
         # on the new face's bare skin (cheeks, forehead, nose: not the brows, not the jaw line where a beard or a
@@ -128,15 +127,10 @@ def occlusion_masks(segmenter: FaceSegmenter, rendered: RenderedFace, photo: np.
         # what it is then not sure of counts as the target's skin, so the relight sees that shadow
         hair = hair * (1.0 - core) + planes.hair_sure * core
         target_skin = np.minimum(target_skin + planes.hair_any * core * (1.0 - planes.hair_sure), 1.0)
-        # the source's dark strands on its forehead the segmenter calls skin (issue 17): hidden too (from this
-        # frame's own pixels, so never carried; without any, the carried plane itself stays shared)
-        fringe = source_fringe(rendered.crop, core, planes.source_skin, rendered.mask, source_hidden)
-        if fringe.any():
-            source_hidden = np.maximum(source_hidden, fringe)
     return OcclusionMasks(
         target_keep=np.maximum(planes.occluders, hair),
         target_photo=photo,
-        source_hidden=source_hidden,
+        source_hidden=planes.source_hidden,
         target_skin=target_skin,
         source_skin=planes.source_skin,
     )
