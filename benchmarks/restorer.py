@@ -197,8 +197,8 @@ def poor_sources(fusers: dict[str, Fuser], judge: IdentityJudge, people, rng: np
     for name, _, reference in people:
         ref = any_fuser.analyze(reference)
         refs[name] = judge.embed(ref.image, max(ref.faces, key=lambda f: f.area))
-    rows: dict[str, dict[str, list]] = {mode: {"cos": [], "sharp": [], "skin": [], "blotch": [], "restored": []}
-                                        for mode in fusers}
+    rows: dict[str, dict[str, list]] = {mode: {"cos": [], "sharp": [], "skin": [], "blotch": [], "restored": [],
+                                               "enhanced": []} for mode in fusers}
     target_sharp: list[float] = []  # the photo each face was fused into: the detail step matches its fine detail
     skipped = 0
     sizes = []
@@ -229,18 +229,19 @@ def poor_sources(fusers: dict[str, Fuser], judge: IdentityJudge, people, rng: np
                 rows[mode]["skin"].append(skin_sharpness(image, zone) / target_skin)
                 rows[mode]["blotch"].append(100 * lighting_error(image, target.image, t_face).blotch_share)
                 rows[mode]["restored"].append(any(w.startswith("restored the source") for w in warnings))
+                rows[mode]["enhanced"].append(any(w.startswith("enhanced the fused face") for w in warnings))
     off = rows["off"]
     out = {"pairs": len(off["cos"]), "skipped": skipped, "face_px": (min(sizes), max(sizes)) if sizes else None}
     for mode, r in rows.items():
         out[mode] = {"cos": float(np.mean(r["cos"])), "sharp": median(r["sharp"]),
-                     "restored": int(np.sum(r["restored"])),
+                     "restored": int(np.sum(r["restored"])), "enhanced": int(np.sum(r["enhanced"])),
                      "delta_cos": float(np.mean(np.subtract(r["cos"], off["cos"]))),
                      "worst_delta_cos": float(np.min(np.subtract(r["cos"], off["cos"]))),
                      "sharp_ratio": median(list(np.divide(r["sharp"], off["sharp"]))),
                      "sharp_vs_target": median(list(np.divide(r["sharp"], target_sharp))),
                      "skin_vs_target": median(r["skin"]), "blotch": median(r["blotch"]),
                      "worst_blotch_change": float(np.max(np.subtract(r["blotch"], off["blotch"]))),
-                     "sharp_each": r["sharp"], "cos_each": r["cos"]}
+                     "sharp_each": r["sharp"], "cos_each": r["cos"], "skin_each": r["skin"], "blotch_each": r["blotch"]}
     return out
 
 
@@ -467,6 +468,19 @@ def verdict(ok: bool) -> str:
     return "**met**" if ok else "**missed**"
 
 
+def enhancer_effect(auto: dict, enhanced: dict) -> list[str]:
+    """The post stage's own effect on the poor-source pairs: ``auto + enhance`` against ``auto`` pair by pair (the
+    same restored source, the same target; only ``enhance`` differs)."""
+    d_cos = np.subtract(enhanced["cos_each"], auto["cos_each"])
+    d_blotch = np.subtract(enhanced["blotch_each"], auto["blotch_each"])
+    return ["", f"The enhancer's own effect on the poor sources (auto + enhance vs auto, the same pairs; it ran on "
+            f"{enhanced['enhanced']} of {len(d_cos)}): cos mean {d_cos.mean():+.3f}, worst {d_cos.min():+.3f}; bare "
+            f"skin ÷ target's median {auto['skin_vs_target']:.2f}× → {enhanced['skin_vs_target']:.2f}× (10th pct "
+            f"{np.percentile(auto['skin_each'], 10):.2f} → {np.percentile(enhanced['skin_each'], 10):.2f}); "
+            f"fused-face sharpness {auto['sharp']:.0f} → {enhanced['sharp']:.0f}; blotch share worst change "
+            f"{d_blotch.max():+.2f} pt."]
+
+
 def render(r: dict, quick: bool) -> str:
     s, h, speed, poor, good, post, tiles = (r[k] for k in ("summary", "holdout", "speed", "poor", "good", "post",
                                                             "tiling"))
@@ -578,9 +592,9 @@ def render(r: dict, quick: bool) -> str:
         "engine; judge MobileFaceNet, reference a different sharp photo of the source person). Good sources: the "
         "same photos undegraded.",
         "",
-        "| sources | restore | restored | cos to reference | Δcos vs off (mean / worst) | fused-face sharpness "
-        "| ÷ off | ÷ target photo's | bare skin ÷ target's | blotch % (median / worst change) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| sources | restore | restored | enhanced | cos to reference | Δcos vs off (mean / worst) "
+        "| fused-face sharpness | ÷ off | ÷ target photo's | bare skin ÷ target's | blotch % (median / worst change) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for label, res in (("poor", poor), ("good", good)):
         for mode in ("off", "off, no JPEG", "on", "auto", "auto + enhance"):
@@ -588,10 +602,12 @@ def render(r: dict, quick: bool) -> str:
                 x = res[mode]
                 blotch = f"{x['blotch']:.2f} / {x['worst_blotch_change']:+.2f}" if mode != "off, no JPEG" else \
                     f"{x['blotch']:.2f} / –"
-                lines.append(f"| {label} | {mode} | {x['restored']} / {res['pairs']} | {x['cos']:.3f} | "
+                lines.append(f"| {label} | {mode} | {x['restored']} / {res['pairs']} | "
+                             f"{x.get('enhanced', 0)} / {res['pairs']} | {x['cos']:.3f} | "
                              f"{x['delta_cos']:+.3f} / {x['worst_delta_cos']:+.3f} | {x['sharp']:.0f} | "
                              f"{x['sharp_ratio']:.2f}× | {x['sharp_vs_target']:.2f}× | {x['skin_vs_target']:.2f}× | "
                              f"{blotch} |")
+    lines += enhancer_effect(poor["auto"], poor["auto + enhance"])
     lines += [
         "",
         f"Post-fusion enhancement (`facefuse.fusion.enhance.enhance_fused`, {post['pairs']} pairs: source face 48 px, "

@@ -220,3 +220,22 @@ def test_post_fusion_enhancement_leaves_a_large_source_alone(fuser, restorer, ob
     fused, target, face, _ = _small_source_fusion(fuser, obama, faces_dir)
     result = enhance_fused(fused, target, face, float(max(face.box[2:])), restorer)
     assert result.gain == 0 and result.note is None and result.image is fused
+
+
+def test_post_fusion_enhancement_decides_on_the_photos_face_after_pre_restoration(fuser, obama, faces_dir):
+    """A real poor source (a 50 px face, JPEG) onto a 139 px target face with ``restore=auto`` + ``enhance=auto``:
+    pre-restoration enlarges the source face to ~100 px (1.4× smaller than the target face, under ``min_upscale``),
+    but the post stage decides on the photo's own 50 px face (2.8× smaller) and enhances the fused face."""
+    options = FusionOptions(restore="auto", enhance="auto", visible_label=False)
+    prepared = fuser.prepare(faces_dir / "hard" / "poor" / "03_tiny_jpeg_portrait.jpg", options)
+    assert any(w.startswith("restored the source face") for w in prepared.warnings), prepared.warnings
+    photo_px, restored_px = float(max(prepared.found.box[2:])), float(max(prepared.face.box[2:]))
+    target = cv2.resize(obama, None, fx=0.5, fy=0.5, interpolation=cv2.INTER_AREA)
+    target_px = float(max(max(fuser.analyze(target).faces, key=lambda f: f.area).box[2:]))
+    upscale = EnhanceConfig().min_upscale
+    assert target_px / restored_px < upscale <= target_px / photo_px, (photo_px, restored_px, target_px)
+    result = fuser.fuse_prepared(prepared, target, options)
+    assert any(w.startswith(f"enhanced the fused face (source face {photo_px:.0f} px") for w in result.warnings), \
+        result.warnings
+    plain = fuser.fuse_prepared(prepared, target, options.model_copy(update={"enhance": "off"}))
+    assert not np.array_equal(result.image, plain.image)

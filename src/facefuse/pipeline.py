@@ -184,8 +184,8 @@ class Fuser:
         record = self.stages.only(SOURCE)(replace(_given(source, "source", options), engine=engine))
         (chosen,) = record.faces
         assert record.analysis is not None and record.prepared is not None and record.engine is not None
-        return PreparedSource(record.analysis, chosen.face, record.prepared, record.engine, record.timings_ms,
-                              record.notes)
+        return PreparedSource(record.analysis, chosen.found, chosen.face, record.prepared, record.engine,
+                              record.timings_ms, record.notes)
 
     def fuse(self, source: ImageInput, target: ImageInput, options: FusionOptions | None = None,
              encoding: Encoding | None = None) -> FusionResult:

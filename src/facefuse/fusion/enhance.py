@@ -212,6 +212,6 @@ def enhance_fused(fused: np.ndarray, target: np.ndarray, face: Face, source_face
         return Enhanced(fused, 0.0, ratio_before, ratio_before,
                         f"post-fusion enhancement not applied: it would not sharpen the fused skin "
                         f"({ratio_before:.2f}× the photo's)")
-    note = (f"enhanced the fused face (source face {source_face_px:.0f} px, rendered at {side:.0f} px): skin "
-            f"sharpness {ratio_before:.2f}× → {ratio_after:.2f}× the photo's (detail gain {gain:.2f}{grain})")
+    note = (f"enhanced the fused face (source face {source_face_px:.0f} px in its photo, rendered at {side:.0f} px): "
+            f"skin sharpness {ratio_before:.2f}× → {ratio_after:.2f}× the photo's (detail gain {gain:.2f}{grain})")
     return Enhanced(out, gain, ratio_before, ratio_after, note)

@@ -77,7 +77,10 @@ class PreparedSource:
     Made once per fusion, batch, video or live session (:meth:`facefuse.pipeline.Fuser.prepare`)."""
 
     analysis: ImageAnalysis
-    face: Face
+    # the source face as the analysis found it in the photo as sent: its size is the detail the photo really has
+    # (the post stage decides on it), which ``face`` no longer says once pre-restoration enlarged it (~100 px)
+    found: Face
+    face: Face  # as the stages changed it: restored, in the restored photo's coordinates, measured again
     prepared: SourceFace
     engine: FusionEngine
     timings_ms: Mapping[str, float]
