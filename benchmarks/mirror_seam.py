@@ -4,9 +4,9 @@ frontal targets, by this tree and by an earlier commit (default: main), each in 
 On a frontal target the source's far side is filled from its mirror partner; where the fill switched on and off
 from vertex to vertex, the far side's own pixels (a fringe over the far temple, a sliver of nose) showed in patches
 between mirrored ones: a dark bar on the forehead, a dark mirrored patch over one eye. Measured on the forehead
-band between the brows and the hairline (the target's landmarks): ``dip``, how far the darkest column of the band
-falls below the band's median (L of CIELAB, 0–255 levels), and ``step``, the largest jump between columns 2 px apart —
-a bar and a seam. Writes benchmarks/results/mirror_seam.md and a contact sheet (target | before | after, 3× crops)
+band between the brows and the hairline (the target's landmarks, :mod:`facefuse_eval.seams`): ``dip``, how far the
+darkest column of the band falls below the band's median (L of CIELAB, 0–255 levels), and ``step``, the largest jump
+between columns 2 px apart — a bar and a seam. Writes benchmarks/results/mirror_seam.md and a contact sheet (target | before | after, 3× crops)
 to artifacts/mirror_seam.png.
 """
 
@@ -25,12 +25,12 @@ import numpy as np
 from common import ARTIFACTS, FACES, machine, write_section
 from speed_ab import base_tree
 
+from facefuse_eval.seams import bar_and_seam, forehead_band
+
 SOURCES = [f"hard/profile/{name}" for name in ("01_turned_45.jpg", "02_turned_30_looking_aside.jpg",
                                                "03_turned_38_flash.jpg", "04_turned_45_glasses_car.jpg",
                                                "05_turned_55_bw.jpg", "06_turned_50_red_lipstick.png")]
 TARGETS = ["face_recognition/obama-480p.jpg", "face-api-js/penny/penny1.png", "face_recognition/biden.jpg"]
-BROW_TOPS = (105, 334)  # mesh points on the brows' upper edges, beside their inner ends: the band's sides
-FOREHEAD_TOP, BROW_LINE = 151, 9  # mesh points up the midline: the band's top and bottom
 
 # one tree's outputs (and the targets' face boxes and forehead bands), saved as one .npz
 CHILD = r"""
@@ -57,24 +57,13 @@ def outputs(src: Path, out: Path) -> dict[str, np.ndarray]:
 
 
 def forehead(target: str) -> tuple[tuple[slice, slice], tuple[int, int, int, int]]:
-    """The target's forehead band (rows, columns) and a square box around its face, from its own landmarks."""
+    """The target's forehead band (rows, columns) and a square box around its face."""
     from facefuse.pipeline import Fuser
 
     face = max(Fuser().analyze(FACES / target).faces, key=lambda f: f.area)
-    points = face.landmarks[:, :2]
-    left, right = sorted(points[list(BROW_TOPS), 0])
-    top, bottom = points[FOREHEAD_TOP, 1], points[BROW_LINE, 1]
-    band = (slice(int(top), int(np.ceil(bottom))), slice(int(left), int(np.ceil(right))))
     x, y, w, h = face.box
     side = int(max(w, h) * 1.5)
-    return band, (int(x + w / 2 - side / 2), int(y + h / 2 - side / 2), side, side)
-
-
-def bar_and_seam(image: np.ndarray, band: tuple[slice, slice]) -> tuple[float, float]:
-    """``dip`` and ``step`` (see the module's docstring) of the forehead ``band`` of an RGB ``image``."""
-    lightness = cv2.cvtColor(image, cv2.COLOR_RGB2LAB)[..., 0].astype(np.float64)
-    profile = lightness[band].mean(axis=0)
-    return float(np.median(profile) - profile.min()), float(np.abs(profile[2:] - profile[:-2]).max())
+    return forehead_band(face.landmarks[:, :2]), (int(x + w / 2 - side / 2), int(y + h / 2 - side / 2), side, side)
 
 
 def crop(image: np.ndarray, box: tuple[int, int, int, int], side: int = 240) -> np.ndarray:
