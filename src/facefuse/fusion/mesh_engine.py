@@ -200,8 +200,8 @@ def mirror_fill(source: Face, target: Face) -> tuple[np.ndarray, np.ndarray] | N
     relative = seen / np.maximum(visibility(target.landmarks, triangles), 0.1)
     low, high = FORESHORTENED
     weights = np.clip((high - relative) / (high - low), 0.0, 1.0)
-    weights *= seen[partners] > seen  # only where the mirror side is the better-seen one
-    weights = mirror_side(canonical[:, 0], weights)
+    better = seen[partners] > seen  # only where the mirror side is the better-seen one
+    weights = mirror_side(canonical[:, 0], weights * better) * better
     return (partners, weights) if weights.max() > 0.05 else None
 
 
@@ -219,7 +219,9 @@ def mirror_side(across: np.ndarray, weights: np.ndarray) -> np.ndarray:
     over the far temple, a sliver of nose — showed between mirrored ones, with a seam around each (a dark bar on the
     forehead, a dark mirrored patch over one eye; benchmarks/mirror_seam.py). One boundary, placed where the step
     matches the weights best, leaves one soft seam; the feather lies on the seen side, so no fringe that reaches the
-    boundary is half blended in."""
+    boundary is half blended in. (:func:`mirror_fill` still leaves a vertex whose partner the source shows worse its
+    own pixels: without that, frontal sources on the +41° target of benchmarks/turned_folds.py warped up to 4.7 %
+    of its face from folded triangles instead of 3.1 %.)"""
     depth = across / max(np.abs(across).max(), 1e-9)
     depth = depth * np.sign(np.sum(weights * depth) or 1.0)  # growing towards the mirrored side
     order = np.argsort(depth)
