@@ -25,6 +25,7 @@ import numpy as np
 from common import ARTIFACTS, FACES, machine, write_section
 from speed_ab import base_tree
 
+from facefuse.pipeline import Fuser
 from facefuse_eval.seams import bar_and_seam, forehead_band
 
 SOURCES = [f"hard/profile/{name}" for name in ("01_turned_45.jpg", "02_turned_30_looking_aside.jpg",
@@ -56,11 +57,9 @@ def outputs(src: Path, out: Path) -> dict[str, np.ndarray]:
         return {k: data[k] for k in data.files}
 
 
-def forehead(target: str) -> tuple[tuple[slice, slice], tuple[int, int, int, int]]:
+def forehead(fuser: Fuser, target: str) -> tuple[tuple[slice, slice], tuple[int, int, int, int]]:
     """The target's forehead band (rows, columns) and a square box around its face."""
-    from facefuse.pipeline import Fuser
-
-    face = max(Fuser().analyze(FACES / target).faces, key=lambda f: f.area)
+    face = max(fuser.analyze(FACES / target).faces, key=lambda f: f.area)
     x, y, w, h = face.box
     side = int(max(w, h) * 1.5)
     return forehead_band(face.landmarks[:, :2]), (int(x + w / 2 - side / 2), int(y + h / 2 - side / 2), side, side)
@@ -80,10 +79,10 @@ def main() -> None:
         work = Path(folder)
         before = outputs(base_tree(args.base, work / "base"), work / "base.npz")
         after = outputs(Path(__file__).resolve().parents[1] / "src", work / "this.npz")
-    rows, sheet = [], []
+    fuser, rows, sheet = Fuser(), [], []
     totals = {"before": [], "after": []}
     for t, target in enumerate(TARGETS):
-        band, box = forehead(target)
+        band, box = forehead(fuser, target)
         picture = cv2.cvtColor(cv2.imread(str(FACES / target)), cv2.COLOR_BGR2RGB)
         own = bar_and_seam(picture, band)
         for s, source in enumerate(SOURCES):
