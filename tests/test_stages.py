@@ -4,8 +4,6 @@ alike. Real models and real photos throughout; the extra stage is a real stage d
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,7 +12,6 @@ import pytest
 from video_clips import camera, load, write_clip
 
 from facefuse.fusion.engine import FusionOptions
-from facefuse.fusion.occlusion import OCCLUDER_RULES, occlusion_masks
 from facefuse.jobs import PhotoTask, fuse_photos
 from facefuse.pipeline import Fuser, FuserConfig
 from facefuse.stages import SOURCE, Record, Stage
@@ -117,61 +114,6 @@ def test_a_live_frame_runs_gate_to_label_on_the_faces_it_is_given(uncached: Fuse
     assert np.array_equal(photo.image, record.image)
     nobody = uncached.fuse_frame(source, frame, [], options)
     assert nobody.faces == () and list(nobody.timings_ms) == ["gate", "restore", "label"]
-
-
-@dataclass(frozen=True, eq=False)
-class Beside(Stage):
-    """A per-face stage with an early part that begins after align: it notes the thread that part ran on and
-    whether the render had run when it began."""
-
-    name = "beside"
-    per_face = True
-    begins_after = "align"
-    seen: list[Record] = field(default_factory=list)
-
-    def begins(self, record: Record) -> Callable[[], tuple[str, bool]]:
-        rendered = record.rendered is not None
-        return lambda: (threading.current_thread().name, rendered)
-
-    def __call__(self, record: Record) -> Record:
-        self.seen.append(record)
-        return record
-
-
-def test_a_stage_part_begun_after_align_runs_beside_the_render(uncached: Fuser, rec: Path) -> None:
-    beside = Beside()
-    fuser = uncached.with_stage(beside, after="render")
-    result = fuser.fuse(rec / "biden.jpg", rec / "obama.jpg")
-    (record,) = beside.seen
-    thread, rendered_then = record.begun["beside"].result()
-    assert thread != threading.current_thread().name and not rendered_then
-    assert record.rendered is not None  # the stage itself ran after the render, in the list's order
-    assert stages_ran(result.timings_ms) == [*TARGET[:7], "beside", *TARGET[7:]]
-    assert set(record.begun) == {"beside", "segment"}  # the segmenter began its target half there too
-
-
-@dataclass(frozen=True, eq=False)
-class FaceRecorder(Recorder):
-    """The recorder among the per-face stages: it sees each face's record."""
-
-    per_face = True
-
-
-def test_the_segmenters_half_begun_beside_the_render_gives_the_same_masks(uncached: Fuser, rec: Path) -> None:
-    recorder = FaceRecorder()
-    fuser = uncached.with_stage(recorder, after="segment")
-    fuser.fuse(rec / "biden.jpg", rec / "two_people.jpg", FusionOptions(target_face="all"))
-    assert len(recorder.seen) == 2  # two faces, each its own begun half
-    assert recorder.seen[0].begun["segment"] is not recorder.seen[1].begun["segment"]
-    segmenter = uncached.segmenter()
-    assert segmenter is not None
-    for record in recorder.seen:
-        assert "segment" in record.begun and record.masks is not None
-        assert record.rendered is not None and record.aligned is not None
-        # both crops in one batch, as the stage ran before the target half began early
-        batch = occlusion_masks(segmenter, record.rendered, record.aligned.crop, OCCLUDER_RULES["auto"])
-        for name in ("target_keep", "source_hidden", "target_skin", "source_skin"):
-            assert np.array_equal(getattr(record.masks, name), getattr(batch, name)), name
 
 
 def test_post_fusion_enhancement_runs_as_the_post_stage_and_never_softens(uncached: Fuser, faces_dir: Path) -> None:

@@ -17,7 +17,6 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from .aside import on_a_thread
 from .analysis.analyzer import FaceAnalyzer
 from .analysis.cache import AnalysisCache
 from .analysis.segmentation import SEGMENTER_MODEL, FaceSegmenter
@@ -195,9 +194,7 @@ class Fuser:
         second thread while this one does the source's slice: decoding and the models release the GIL, so on two
         cores the two analyses overlap instead of adding up. A source that fails is still the error reported."""
         options = options or FusionOptions()
-        analysis = self.stages.only(ANALYSIS)
-        given = _given(target, "target", options)
-        analysing = on_a_thread(lambda: analysis(given), "facefuse-target-analysis")
+        analysing = _on_a_thread(self.stages.only(ANALYSIS), _given(target, "target", options))
         prepared = self.prepare(source, options)
         record = replace(analysing.result(), source=prepared, encode=encoding)
         return _result(prepared, self.stages(record))
@@ -223,6 +220,20 @@ class Fuser:
         targets = tuple(f if isinstance(f, TargetFace) else TargetFace(f, f) for f in faces)
         record = Record("frame", options, image=frame, must_fuse=False, source=source, faces=targets)
         return self.stages.between("gate", "label")(record)
+
+
+def _on_a_thread(stages: Pipeline, record: Record) -> Future[Record]:
+    """``stages(record)`` on a new thread (one per call: nothing shared between requests, no pool to size)."""
+    future: Future[Record] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(stages(record))
+        except BaseException as exc:  # handed to the caller, which raises it
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="facefuse-target-analysis", daemon=True).start()
+    return future
 
 
 def _given(image: ImageInput | ImageAnalysis, role: str, options: FusionOptions, must_fuse: bool = True) -> Record:

@@ -20,7 +20,6 @@ from scipy.spatial.distance import cdist
 
 from ..analysis.pose import face_axes
 from ..analysis.types import Face
-from ..aside import on_a_thread
 from ..geometry import align, mesh
 from ..geometry.align import crop_template
 from ..geometry.regions import (FACE_OVAL, IDENTITY_POINTS, LIPS_INNER, LIPS_OUTER, MOUTH_GROUP, face_masks, feather,
@@ -290,23 +289,13 @@ class MeshFusionEngine:
         source_3d = align.apply(source_to_crop, source_mesh)
         source_pts = source_3d[:, :2]
 
-        # the target's own triangles need only its mesh: on the second core while the destination is solved
-        # (a stream's track carries them instead)
-        topology = None if carry is not None else on_a_thread(lambda: face_topology(target_3d),
-                                                               "facefuse-render-topology")
         ring_t = shrink(target_pts[FACE_OVAL], RING_SCALE)
         ring_s = shrink(source_pts[FACE_OVAL], RING_SCALE)
         fixed = border_points(size)
         dest = destination_geometry(target_pts, shape, np.concatenate([ring_t, fixed]), profile, feature)
         dst_all = np.concatenate([dest, ring_t, fixed])
-        # the masks need only the destination: drawn on the second core while the triangles are rasterised and
-        # the remap tables built (OpenCV's drawing and blurs release the GIL)
-        masks = on_a_thread(lambda: (*face_masks(dest, size, feature, region_scale=(1 + RING_SCALE) / 2,
-                                                 region_feather=2, mask_scale=MASK_SCALE), skin_mask(dest, size)),
-                            "facefuse-render-masks")
-        triangles = surface_triangles(target_3d, dest, np.concatenate([ring_t, fixed]),
-                                      topology.result() if topology is not None
-                                      else carry.topology(lambda: face_topology(target_3d)))  # type: ignore[union-attr]
+        topology = None if carry is None else carry.topology(lambda: face_topology(target_3d))
+        triangles = surface_triangles(target_3d, dest, np.concatenate([ring_t, fixed]), topology)
         ids = mesh.rasterize(dst_all, triangles, (size, size), MAP_STEP)
         sources = [np.concatenate([target_pts, ring_t, fixed]), np.concatenate([source_pts, ring_s, fixed])]
         mirror = mirror_fill(source.face, target_face) if carry is None else \
@@ -321,7 +310,8 @@ class MeshFusionEngine:
         tables = mesh.remap_tables(ids, sources, dst_all, triangles, MAP_STEP)
         # the target's pixels move up to the ring, so the region that may change reaches half way to it; the
         # source's face covers the whole oval: the target's jaw line and cheeks reshaped, not its skin
-        mask, keep, region, skin = masks.result()
+        mask, keep, region = face_masks(dest, size, feature, region_scale=(1 + RING_SCALE) / 2, region_feather=2,
+                                        mask_scale=MASK_SCALE)
         # both photos are resampled once, straight from their own pixels (crop tables composed with the crop's
         # inverse alignment), bicubic: an aligned crop warped again lost a third of the skin's fine detail per
         # resampling; without the target ``photo`` its aligned crop is remapped. The reshaped target is only ever
@@ -337,6 +327,7 @@ class MeshFusionEngine:
             mirror_texture = photo_warp(source.payload["image"], source_to_crop, tables[2])
             weight = np.clip(tables[3][0], 0.0, 1.0)
             warped_source = cv2.blendLinear(mirror_texture, warped_source, weight, 1.0 - weight)
+        skin = skin_mask(dest, size)
         if options.makeup == "target":
             if carry is None:
                 warped_source = tone_makeup(warped_source, warped_target, dest, skin)[0]

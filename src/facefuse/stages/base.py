@@ -5,43 +5,26 @@ and ``__call__(record) -> record``. ``per_face`` stages run once for each face t
 them face by face, each face's result becoming the next one's photo); the others once per photo. ``wanted`` says
 whether a stage has work for a record (a cache hit needs no detector; zero degrees need no render): a stage that
 is not wanted is not timed, so a record's ``timings_ms`` names exactly the stages that ran.
-
-A per-face stage may also have a part that needs less than the stages just before it give (the segmenter's pass over
-the target's crop needs the align stage's crop, not the render): it names the stage after which that part can start
-(``begins_after``) and returns it from :meth:`Stage.begins`; the list starts it on a second thread right after that
-stage, so it runs beside the stages in between on the second core, and hands it to the stage as
-``record.begun[name]``. The order of the list, and what each stage computes, stay as they are.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
-from types import MappingProxyType
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
 
-from ..aside import on_a_thread
 from ..errors import FacefuseError
-from .record import Begun, Record
-
-T = TypeVar("T")
+from .record import Record
 
 
 @dataclass(frozen=True, eq=False)
 class Stage:
     name: ClassVar[str]
     per_face: ClassVar[bool] = False
-    begins_after: ClassVar[str | None] = None  # the earlier per-face stage after which :meth:`begins`' part may start
 
     def wanted(self, record: Record) -> bool:
         return True
-
-    def begins(self, record: Record) -> Callable[[], Any] | None:
-        """The part of this stage's work that needs only what the stages up to ``begins_after`` gave ``record``
-        (None: nothing to start early for this record). It runs on a second thread beside the stages between;
-        :meth:`__call__` takes its result from ``record.begun[self.name]``."""
-        return None
 
     def __call__(self, record: Record) -> Record:
         raise NotImplementedError
@@ -56,23 +39,6 @@ def _timed(stage: Stage, record: Record) -> Record:
     start = time.perf_counter()
     out = stage(record)
     return out.timed(stage.name, (time.perf_counter() - start) * 1000)
-
-
-def _begin(stages: Sequence[Stage], after: str, record: Record) -> Record:
-    """``record`` with the early parts of the ``stages`` that begin after the stage named ``after`` started."""
-    started = dict(record.begun)
-    for stage in stages:
-        work = stage.begins(record) if stage.begins_after == after and stage.wanted(record) else None
-        if work is not None:
-            started[stage.name] = Begun(on_a_thread(_timed_work(work), f"facefuse-{stage.name}-begun"))
-    return replace(record, begun=MappingProxyType(started)) if len(started) > len(record.begun) else record
-
-
-def _timed_work(work: Callable[[], T]) -> Callable[[], tuple[T, float]]:
-    def timed() -> tuple[T, float]:
-        start = time.perf_counter()
-        return work(), (time.perf_counter() - start) * 1000
-    return timed
 
 
 class Pipeline:
@@ -126,12 +92,9 @@ class Pipeline:
             return record
         for face in record.faces:
             record = record.with_face(face)
-            for k, stage in enumerate(stages):
+            for stage in stages:
                 if stage.wanted(record):
                     record = _timed(stage, record)
-                    if stage.name in record.begun:  # its early part's time counts in the stage's, as if run in it
-                        record = record.timed(stage.name, record.begun[stage.name].ms)
-                record = _begin(stages[k + 1:], stage.name, record)
         return record.with_face(None)
 
     def many(self, records: list[Record]) -> list[Record | FacefuseError]:

@@ -7,7 +7,6 @@ record can be shared (a prepared source by every target of a batch and every fra
 
 from __future__ import annotations
 
-from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
@@ -56,21 +55,6 @@ class TargetFace:
 
 
 @dataclass(frozen=True, eq=False)
-class Begun:
-    """A stage's part started early on a second thread (:meth:`facefuse.stages.base.Stage.begins`): its result and
-    how long it ran (ms), each waiting for it to finish."""
-
-    future: Future[tuple[Any, float]]
-
-    def result(self) -> Any:
-        return self.future.result()[0]
-
-    @property
-    def ms(self) -> float:
-        return self.future.result()[1]
-
-
-@dataclass(frozen=True, eq=False)
 class PreparedSource:
     """The source's record after its slice of the list: analysed, gated, restored, and the engine's payload.
 
@@ -114,7 +98,6 @@ class Record:
     region: BlendRegion | None = None  # the changed region's box and crops (relight → blend)
     lit: np.ndarray | None = None  # the new face's pixels relit to the target's colour and light, in that box
     unblended: np.ndarray | None = None  # the photo before this face was blended in (post compares with it)
-    begun: Mapping[str, Begun] = field(default_factory=lambda: MappingProxyType({}))  # early parts, by stage name
     notes: tuple[str, ...] = ()  # warnings for the caller, in the order the stages wrote them
     timings_ms: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
 
@@ -132,7 +115,7 @@ class Record:
     def with_face(self, face: TargetFace | None) -> Record:
         """The record the per-face stages see for ``face`` (their fields cleared)."""
         return replace(self, face=face, aligned=None, rendered=None, masks=None, region=None, lit=None,
-                       unblended=None, begun=MappingProxyType({}))
+                       unblended=None)
 
     def refuse(self, error: FacefuseError) -> Record:
         """The gate's refusal: raised for photos, kept for detect and video frames (whose faces are then none)."""
