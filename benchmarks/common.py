@@ -22,15 +22,32 @@ RESULTS = REPO / "benchmarks" / "results"
 ARTIFACTS = REPO / "artifacts"
 
 
-def machine() -> str:
-    cpu = platform.processor() or "unknown CPU"
+# the instruction sets that change which ONNX Runtime / OpenCV kernels run (INT8 speed above all: VNNI)
+CPU_FEATURES = {"avx2": "AVX2", "avx512f": "AVX-512", "avx512_vnni": "AVX-512 VNNI", "avx_vnni": "AVX-VNNI",
+                "avx512_bf16": "AVX-512 BF16"}
+
+
+def cpu_name() -> str:
+    """The CPU's model name and the instruction sets of :data:`CPU_FEATURES` it has. Why the sets: machines of this
+    project all call themselves "AMD EPYC", yet one generation has AVX2 alone and another AVX-512 with VNNI, and the
+    same script's figures differ between them (INT8 convolutions above all)."""
+    name, flags = platform.processor() or "unknown CPU", set()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                name = value.strip()
+            elif key.strip() == "flags":
+                flags = set(value.split())
                 break
     except OSError:
         pass
+    found = [label for flag, label in CPU_FEATURES.items() if flag in flags]
+    return f"{name} ({', '.join(found) or 'no AVX2'})"
+
+
+def machine() -> str:
+    cpu = cpu_name()
     load = f", load average {os.getloadavg()[0]:.1f} at the start (a shared machine: wall times inflate with it)" \
         if hasattr(os, "getloadavg") else ""
     return (f"{os.cpu_count()} cores, {cpu}, Python {platform.python_version()}, "

@@ -20,6 +20,10 @@
 7. Contact sheets (PNG, under the run folder, never committed: the photos' licences): the student on
    ``faces/hard/poor`` and on the hold-out faces where it gains least.
 
+``--int8`` measures only the INT8 figures of sections 1 and 3 (every quantizer layout, the FP32 and INT8 student's
+speed, ``facefuse optimize``'s INT8 report) on the shipped student, without a training run folder, into a section of
+its own: they depend on the CPU's instruction sets (VNNI), which differ between this project's machines.
+
 Needs the 'train' extra (the hold-out set is made by the training code). ``--run DIR`` is the training output
 folder (``facefuse train restorer --out DIR``): its teacher.onnx, pruned_ft.onnx, restorer.onnx and summary.json.
 """
@@ -47,11 +51,13 @@ from facefuse.fusion.enhance import enhance_fused, skin_sharpness, skin_zone
 from facefuse.optimize.workflow import OptimizeRequest, optimize_model
 from facefuse.pipeline import Fuser, FuserConfig
 from facefuse.fusion.restorer import RESTORER, RestoreConfig, Restorer, face_region
+from facefuse.models.registry import WEIGHTS_DIR
 from facefuse.tiling import STITCHES, seam_score
 from facefuse_eval.fusion import IdentityJudge
 from facefuse_eval.lighting import lighting_error
 
 ONE_THREAD = RuntimeConfig(intra_op_threads=1)
+RESTORER_WEIGHTS = WEIGHTS_DIR / "restorer.onnx"  # the shipped student
 GOALS = {"teacher_db": 2.0, "teacher_ssim": 0.05, "cos": 0.03, "sharpness": 1.2, "params_fewer": 0.60,
          "macs": 1 / 3, "gain_kept": 0.90, "int8_speedup": 1.5, "int8_ssim": 0.98, "ms_128": 15.0}
 
@@ -131,7 +137,8 @@ INT8_LAYOUTS = {  # name: (format, activations, weights, per-channel, reduce_ran
 def int8_layouts(student: Path, pairs, work: Path, runs: int) -> dict:
     """Every INT8 layout ONNX Runtime's static quantizer offers, on the student: CPU ms on a 256² input (1 thread,
     interleaved medians), speed-up over FP32 and SSIM to FP32 on hold-out faces (16 calibrate, the rest test).
-    Why: on a CPU without VNNI the U8S8 kernels may not beat FP32 at all; this shows which layout, if any, does."""
+    Why: on a CPU without VNNI the U8S8 kernels may not beat FP32 at all; this shows which layout, if any, does
+    (and on one with VNNI, by how much)."""
     import onnxruntime as ort
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
@@ -360,8 +367,16 @@ def main() -> None:
     parser.add_argument("--fusion-only", action="store_true",
                         help="rerun only the fusion sections (poor and good sources, post-fusion); the model sections "
                              "come from the run folder's benchmark.json (the same model's last full run)")
+    parser.add_argument("--int8", action="store_true",
+                        help="only the INT8 figures (layouts, speed, optimize) of the shipped student, on this CPU; "
+                             "needs no training run folder")
     args = parser.parse_args()
     quick, run = args.quick, args.run
+    if args.int8:
+        fuser = Fuser(FuserConfig(store=StoreConfig.from_env(), runtime=ONE_THREAD))
+        write_section("restorer_int8", render_int8(int8_sections(fuser, RESTORER_WEIGHTS, quick)))
+        print((Path(__file__).parent / "results" / "restorer_int8.md").read_text())
+        return
     summary = json.loads((run / "summary.json").read_text())
     store = StoreConfig.from_env()
     student_path = run / "restorer.onnx"
@@ -404,18 +419,9 @@ def model_sections(fuser: Fuser, run: Path, summary: dict, student_path: Path, h
     table, pairs, outputs = holdout({n: sessions[n] for n in ("student", "INT8 student")}, run, summary,
                                     24 if quick else holdout_limit)
 
-    runs = 5 if quick else 30
     layouts = int8_layouts(student_path, pairs, work, 3 if quick else 9)
-    speed = {}
-    for side in (128, 256):
-        feed = np.random.default_rng(0).random((side, side, 3), dtype=np.float32)
-        speed[side] = timed({n: (lambda s=sessions[n], x=feed: run_session(s, x))
-                             for n in ("student", "INT8 student")}, runs)
-    image, face = face_128(fuser)
     restorers = {n: Restorer(sessions[n]) for n in ("student", "INT8 student")}
-    speed["restore_source"] = timed({n: (lambda r=r: r.restore_source(image, face))
-                                     for n, r in restorers.items()}, runs)
-    speed["face_px"] = float(face.box[2])
+    speed = student_speed(fuser, sessions, restorers, 5 if quick else 30)
     tiles = tiling(sessions["student"], fuser.analyze(FACES / "face_recognition" / "obama.jpg").image,
                    2 if quick else 5)
     gain = [10 * np.log10(np.mean((b - p.gt) ** 2) / max(np.mean((t - p.gt) ** 2), 1e-12))
@@ -425,6 +431,81 @@ def model_sections(fuser: Fuser, run: Path, summary: dict, student_path: Path, h
                "optimize": {p: {"metrics": r.metrics, "latency_ms": r.latency_ms, "passed": r.passed}
                             for p, r in reports.items()}}
     return results, restorers["student"], sheets
+
+
+def student_speed(fuser: Fuser, sessions: dict, restorers: dict[str, Restorer], runs: int) -> dict:
+    """The FP32 and INT8 student on a 128² and a 256² input and ``restore_source`` on a 128 px face, interleaved."""
+    speed: dict = {}
+    for side in (128, 256):
+        feed = np.random.default_rng(0).random((side, side, 3), dtype=np.float32)
+        speed[side] = timed({n: (lambda s=sessions[n], x=feed: run_session(s, x))
+                             for n in ("student", "INT8 student")}, runs)
+    image, face = face_128(fuser)
+    speed["restore_source"] = timed({n: (lambda r=r: r.restore_source(image, face))
+                                     for n, r in restorers.items()}, runs)
+    speed["face_px"] = float(face.box[2])
+    return speed
+
+
+def int8_sections(fuser: Fuser, student_path: Path, quick: bool) -> dict:
+    """``--int8``: the INT8 figures on the shipped student alone — no teacher, no run folder. The hold-out pairs are
+    the same faces and degradations as the full run's (the training code's fixed split and seed)."""
+    from facefuse_training.restorer.config import RestorerConfig
+    from facefuse_training.restorer.data import holdout_pairs
+    from facefuse_training.restorer.evaluate import psnr_ssim
+    from facefuse_training.restorer.teacher import holdout_images
+
+    work = Path(tempfile.mkdtemp(prefix="restorer-int8-"))
+    request = OptimizeRequest(model=str(student_path), precision="int8", contract=RESTORER,
+                              output=work / "restorer.int8.onnx", calibration=FACES / "face-api-js",
+                              max_images=16 if quick else 48, latency_runs=5 if quick else 20)
+    report = optimize_model(request, fuser.store, ONE_THREAD, AnalysisConfig())
+    sessions = {"student": fuser.runtime.session(student_path), "INT8 student": fuser.runtime.session(request.output)}
+    config = RestorerConfig(out=work, holdout_images=24 if quick else 120)
+    pairs = holdout_pairs(holdout_images(config), config.degrade)
+    outputs = {n: [run_session(s, p.lq) for p in pairs] for n, s in sessions.items()}
+    restorers = {n: Restorer(s) for n, s in sessions.items()}
+    return {"faces": len(pairs), "int8_layouts": int8_layouts(student_path, pairs, work, 3 if quick else 9),
+            "speed": student_speed(fuser, sessions, restorers, 5 if quick else 30),
+            "int8_vs_fp32": psnr_ssim(outputs["INT8 student"], outputs["student"]),
+            "optimize": {"int8": {"metrics": report.metrics, "latency_ms": report.latency_ms,
+                                  "passed": report.passed}}}
+
+
+def render_int8(r: dict) -> str:
+    """The ``--int8`` section: the INT8 goals of issue 21 on this machine's CPU."""
+    sp128, sp256 = r["speed"][128], r["speed"][256]
+    x256 = sp256["student"]["cpu"] / sp256["INT8 student"]["cpu"]
+    x128 = sp128["student"]["cpu"] / sp128["INT8 student"]["cpu"]
+    ssim = r["int8_vs_fp32"]["ssim"]
+    best = min(sp128["student"]["cpu"], sp128["INT8 student"]["cpu"])
+    lines = ["## Face restorer INT8 on this CPU (issue 21, `benchmarks/restorer.py --int8`)", "",
+             f"`benchmarks/restorer.py --int8` on {machine()}. The shipped student (`restorer.onnx`) and its INT8 "
+             "variant as `facefuse optimize --precision int8` makes it (QDQ U8S8, calibrated on face-api-js "
+             "crops); ONNX Runtime, 1 thread, medians of interleaved runs; SSIM to FP32 on "
+             f"{r['faces']} hold-out faces (the training code's fixed split and degradations).", "",
+             "| goal | target | measured | |", "|---|---|---|---|",
+             f"| INT8 vs FP32 student speed (CPU time, 256²) | ≥ 1.5× | {x256:.2f}× (128²: {x128:.2f}×) | "
+             f"{verdict(x256 >= GOALS['int8_speedup'])} |",
+             f"| INT8 SSIM to FP32 (hold-out) | ≥ 0.98 | {ssim:.4f} | {verdict(ssim >= GOALS['int8_ssim'])} |",
+             f"| restore per 128 px face (model, 128² input, CPU time) | ≤ 15 ms | {best:.1f} ms | "
+             f"{verdict(best <= GOALS['ms_128'])} |", "",
+             "| ms, wall / CPU | FP32 student | INT8 student |", "|---|---|---|"]
+    for label, row in (("model, 128² input", sp128), ("model, 256² input", sp256),
+                       (f"`restore_source`, {r['speed']['face_px']:.0f} px face", r["speed"]["restore_source"])):
+        lines.append(f"| {label} | {row['student']['wall']:.1f} / {row['student']['cpu']:.1f} | "
+                     f"{row['INT8 student']['wall']:.1f} / {row['INT8 student']['cpu']:.1f} |")
+    lines += ["", "Every INT8 layout of ONNX Runtime's static quantizer (256² input, CPU ms; SSIM to FP32 on "
+              f"{r['int8_layouts']['faces']} hold-out faces, 16 others calibrate):", "",
+              "| layout | CPU ms | × FP32 | SSIM to FP32 |", "|---|---|---|---|"]
+    lines += [f"| {name} | {x['cpu']:.1f} | {x['speedup']:.2f}× | {x['ssim']:.4f} |"
+              for name, x in r["int8_layouts"]["layouts"].items()]
+    m = r["optimize"]["int8"]["metrics"]
+    lat = list(r["optimize"]["int8"]["latency_ms"].values())
+    lines += ["", f"`facefuse optimize` INT8 report on the restore stage's own crops: min PSNR {m['min_psnr_db']:.1f} "
+              f"dB, mean SSIM {m['mean_ssim']:.4f}, latency FP32 → INT8 {lat[0]:.1f} → {lat[1]:.1f} ms: "
+              f"{'PASS' if r['optimize']['int8']['passed'] else 'FAIL'}."]
+    return "\n".join(lines)
 
 
 def fusion_sections(fusers: dict[str, Fuser], student: Restorer, quick: bool, people_limit: int | None,

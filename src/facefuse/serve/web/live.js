@@ -148,7 +148,12 @@ async function liveShow(data) {
   const serverMs = header.getUint32(4) / 1000;
   const captured = live.sent.get(seq);
   for (const waiting of live.sent.keys()) if (waiting <= seq) live.sent.delete(waiting); // older ones were dropped
+  const session = live.ws;
   const bitmap = await createImageBitmap(new Blob([new Uint8Array(data, 16)], { type: "image/jpeg" }));
+  if (live.ws !== session || !session) { // stopped (or started again) while this frame was being decoded
+    bitmap.close();
+    return;
+  }
   const canvas = $("live-output");
   if (canvas.width !== bitmap.width || canvas.height !== bitmap.height) {
     canvas.width = bitmap.width;
