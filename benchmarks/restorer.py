@@ -479,7 +479,7 @@ def render_int8(r: dict) -> str:
     x128 = sp128["student"]["cpu"] / sp128["INT8 student"]["cpu"]
     ssim = r["int8_vs_fp32"]["ssim"]
     best = min(sp128["student"]["cpu"], sp128["INT8 student"]["cpu"])
-    lines = ["## Face restorer INT8 on this CPU (issue 21, `benchmarks/restorer.py --int8`)", "",
+    lines = ["## Restorer INT8 on an AVX-512 VNNI CPU (issue 21, `benchmarks/restorer.py --int8`)", "",
              f"`benchmarks/restorer.py --int8` on {machine()}. The shipped student (`restorer.onnx`) and its INT8 "
              "variant as `facefuse optimize --precision int8` makes it (QDQ U8S8, calibrated on face-api-js "
              "crops); ONNX Runtime, 1 thread, medians of interleaved runs; SSIM to FP32 on "
