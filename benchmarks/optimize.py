@@ -19,7 +19,7 @@ from facefuse.optimize import Int8Options, OptimizeRequest, QualityReport, optim
 from facefuse.pipeline import Fuser, FuserConfig
 from facefuse.runtime import Runtime
 
-MODELS = ["blazeface_short", "blazeface_full", "facemesh", "yunet", "retinaface_mbnet025", "mobilefacenet"]
+MODELS = ["blazeface_short", "blazeface_full", "facemesh", "yunet", "retinaface_mbnet025", "mobilefacenet", "face_segmenter"]
 QUICK_MODELS = ["blazeface_full", "mobilefacenet"]
 CALIBRATION = SHARED / "train" / "utkface" / "images"  # tight crops: a different distribution from the held-out set
 HOLDOUT = FACES / "face_recognition"

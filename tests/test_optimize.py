@@ -16,14 +16,17 @@ from onnx import TensorProto, helper, numpy_helper
 from facefuse.analysis.analyzer import FaceAnalyzer
 from facefuse.analysis.nms import Detection
 from facefuse.cli import main
-from facefuse.config import StoreConfig
+from facefuse.analysis.segmentation import SEGMENTER_MODEL
+from facefuse.config import AnalysisConfig, StoreConfig
+from facefuse.fusion.engine import FusionOptions
+from facefuse.pipeline import Fuser, FuserConfig
 from facefuse.errors import ErrorCode, FacefuseError
 from facefuse.models import ModelStore
 from facefuse.optimize import Int8Options, OptimizeRequest, optimize_model
 from facefuse.optimize.calibration import load_samples, photo_paths, record_feeds
 from facefuse.optimize.drivers import model_kind
 from facefuse.optimize.quantize import output_heads, quantize_int8
-from facefuse.optimize.report import compare_detections, compare_images
+from facefuse.optimize.report import compare_detections, compare_images, compare_masks
 from facefuse.optimize.workflow import split_photos
 from facefuse.runtime import Runtime
 
@@ -112,6 +115,39 @@ def test_int8_detector_passes_its_report_and_installs_as_variant(home, photos, t
     installed = store.cache_dir / "blazeface_full.int8.onnx"
     installed.write_bytes(installed.read_bytes()[:-10])
     assert store.verify("blazeface_full@int8").status == "corrupt"
+
+
+def test_int8_segmenter_passes_its_report_and_the_segment_stage_runs_it(home, photos, tmp_path, faces_dir):
+    """Our own face segmenter through the toolkit: calibrated on the segment stage's own crops, judged by class
+    agreement with FP32, installed, and then the model `precision=int8` fuses with."""
+    store = ModelStore(home)
+    report = optimize_model(_request(SEGMENTER_MODEL, photos, tmp_path, install=True), store)
+    assert report.passed, report.describe()
+    assert report.metrics["faces"] >= 5 and report.metrics["min_pixel_agreement"] >= 0.97
+    assert {"QuantizeLinear", "DequantizeLinear"} <= _ops(Path(report.output))
+    installed = store.ensure_precision(SEGMENTER_MODEL, "int8")
+    assert installed.name == "face_segmenter.int8.onnx"
+    fp32 = Fuser(FuserConfig(store=home))
+    int8 = Fuser(FuserConfig(store=home, analysis=AnalysisConfig(precision="int8")))
+    assert int8.segmenter().session is int8.runtime.session(installed, stage="segment")
+    assert fp32.segmenter().session is not int8.segmenter().session
+    pair = [faces_dir / "face_recognition" / name for name in ("biden.jpg", "obama.jpg")]
+    a, b = (f.fuse(*pair, FusionOptions(visible_label=False)).image.astype(np.float64) for f in (fp32, int8))
+    assert 0 < np.mean((a - b) ** 2) and 10 * np.log10(255 ** 2 / np.mean((a - b) ** 2)) > 35  # masks moved a little
+
+
+def test_mask_metric_counts_changed_pixels_and_lost_classes():
+    probabilities = np.zeros((8, 10, 10), np.float32)
+    probabilities[1] = 1.0  # skin everywhere
+    probabilities[7, :2, :2] = 2.0  # a small occluder
+    metrics, checks = compare_masks([probabilities], [probabilities])
+    assert metrics["min_pixel_agreement"] == 1.0 and all(c.passed for c in checks)
+    lost = probabilities.copy()
+    lost[7] = 0.0  # the occluder gone: 4 % of the pixels, half of the classes' mean IoU
+    metrics, checks = compare_masks([probabilities], [lost])
+    assert metrics["min_pixel_agreement"] == pytest.approx(0.96)
+    assert metrics["mean_class_iou"] == pytest.approx((96 / 100 + 0.0) / 2)
+    assert [c.passed for c in checks] == [False, False]
 
 
 def test_heads_stay_float_unless_asked(home, photos, tmp_path):

@@ -140,9 +140,9 @@ class Fuser:
         """The occlusion segmenter, or None where ``allow_noncommercial_models`` is off (it was trained on UTKFace)."""
         if not self.store.permits(SEGMENTER_MODEL):
             return None
-        segmenter: FaceSegmenter = self._loaded.get(
-            "segmenter", lambda: FaceSegmenter(self.runtime.session(self.store.ensure(SEGMENTER_MODEL),
-                                                                     stage="segment")))
+        segmenter: FaceSegmenter = self._loaded.get("segmenter", lambda: FaceSegmenter(self.runtime.session(
+            # the INT8/FP16 variant `facefuse optimize --install` made, as for FaceMesh; FP32 where none passed
+            self.store.ensure_precision(SEGMENTER_MODEL, self.config.analysis.precision), stage="segment")))
         return segmenter
 
     # --- detect --------------------------------------------------------------------------------------------------

@@ -2,8 +2,8 @@
 
 A driver runs one model the way the pipeline does — the detector letterboxes the whole photo, FaceMesh gets the
 rotated region of interest, a recognizer gets the ArcFace-aligned crop, a swapper its template crop and source
-identity — and returns decoded outputs a quality metric can compare (detections, 468-point meshes, embeddings,
-swapped face crops). Calibration runs a driver on a session that
+identity, the segmenter the mesh engine's aligned crop at 128 px — and returns decoded outputs a quality metric can
+compare (detections, 468-point meshes, embeddings, swapped face crops, class probabilities). Calibration runs a driver on a session that
 records what it is fed; the quality report runs it on the FP32 and on the optimised session and compares.
 """
 
@@ -17,9 +17,12 @@ import numpy as np
 
 from ..analysis.detectors import DETECTORS
 from ..analysis.landmarks import FaceMesh, roi_from_mesh
+from ..analysis.segmentation import SEGMENTER_MODEL, FaceSegmenter
 from ..analysis.types import Face
 from ..errors import ErrorCode, FacefuseError
 from ..fusion.engine import FusionOptions, SourceFace
+from ..fusion.mesh_engine import MeshFusionEngine
+from ..fusion.occlusion import segmenter_crop
 from ..geometry.align import aligned_crop
 from ..fusion.recognizer import RECOGNIZERS, Recognizer
 from ..fusion.swappers import SWAPPERS, SwapperEngine, SwapperFiles, make_swapper
@@ -71,6 +74,17 @@ def _restorer_driver(session: Any, sample: Sample) -> list[np.ndarray]:
     return [restorer.restore_source(sample.image, face)[0] for face in sample.faces]
 
 
+def _segmenter_driver(session: Any, sample: Sample) -> list[np.ndarray]:
+    """The segment stage's input on every face — the target's aligned crop as the mesh engine frames it, scaled to
+    the segmenter's 128 px — and its class probabilities, (8, 128, 128) per face."""
+    engine, options = MeshFusionEngine(), FusionOptions()
+    crops = []
+    for face in sample.faces:
+        matrix, size = engine.crop_matrix(face, options)
+        crops.append(segmenter_crop(aligned_crop(sample.image, matrix, size)))
+    return list(FaceSegmenter(session).probabilities(np.stack(crops))) if crops else []
+
+
 def _swapper_driver(name: str, store: ModelStore, runtime: Runtime, model_path: Path | None) -> Driver:
     """Swapped crops of every face of a photo, all with one identity: that of the first face the driver sees
     (embedded by the FP32 recognizer, so only the swapper under test differs between two runs)."""
@@ -109,8 +123,11 @@ def model_kind(name: str, store: ModelStore, runtime: Runtime, detection_thresho
         return ModelKind(Task.RECOGNIZER, _recognizer_driver(name))
     if entry.task is Task.ENHANCER and name == RESTORER:
         return ModelKind(Task.ENHANCER, _restorer_driver)
+    if entry.task is Task.SEGMENTER and name == SEGMENTER_MODEL:
+        return ModelKind(Task.SEGMENTER, _segmenter_driver)
     raise FacefuseError(ErrorCode.INVALID_OPTION, f"model '{name}' has no calibration driver",
                         "models that can be optimised: "
-                        + ", ".join(sorted({m for m, _ in DETECTORS.values()} | {"facemesh", RESTORER} | set(RECOGNIZERS)))
+                        + ", ".join(sorted({m for m, _ in DETECTORS.values()} | {"facemesh", RESTORER, SEGMENTER_MODEL}
+                                           | set(RECOGNIZERS)))
                         + ", and the swappers",
                         {"model": name})
