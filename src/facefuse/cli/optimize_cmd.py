@@ -1,8 +1,8 @@
 """`facefuse optimize MODEL`: INT8 or FP16 variant of a model, judged against FP32 on held-out photos.
 
 MODEL is a registry name (blazeface_full, blazeface_short, facemesh, yunet, retinaface_mbnet025, mobilefacenet,
-face_segmenter, restorer, a swapper) or an ONNX file together with --contract NAME. With --install a variant that passed its report goes into the
-model cache as NAME@PRECISION, which `--precision` then selects at run time.
+face_segmenter, restorer, a swapper) or an ONNX file together with --contract NAME. With --install a variant that
+passed its report goes into the model cache as NAME@PRECISION, which `--precision` then selects at run time.
 """
 
 from __future__ import annotations

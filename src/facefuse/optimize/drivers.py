@@ -3,8 +3,9 @@
 A driver runs one model the way the pipeline does — the detector letterboxes the whole photo, FaceMesh gets the
 rotated region of interest, a recognizer gets the ArcFace-aligned crop, a swapper its template crop and source
 identity, the segmenter the mesh engine's aligned crop at 128 px — and returns decoded outputs a quality metric can
-compare (detections, 468-point meshes, embeddings, swapped face crops, class probabilities). Calibration runs a driver on a session that
-records what it is fed; the quality report runs it on the FP32 and on the optimised session and compares.
+compare (detections, 468-point meshes, embeddings, swapped face crops, class probabilities). Calibration runs a
+driver on a session that records what it is fed; the quality report runs it on the FP32 and on the optimised session
+and compares.
 """
 
 from __future__ import annotations

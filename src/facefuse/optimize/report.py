@@ -3,8 +3,8 @@
 Each task has the metric that matters downstream: boxes and scores for detectors (a face lost or moved changes
 everything after it), landmark error relative to the eye distance for the mesh (what the warp sees), cosine
 similarity for embeddings (what identity retrieval sees), class agreement for the segmenter's masks, PSNR/SSIM for
-generated images. The limits are fixed
-here, before any measurement, and every check is printed and written with its value and its limit.
+generated images. The limits are fixed here, before any measurement, and every check is printed and written with its
+value and its limit.
 """
 
 from __future__ import annotations
