@@ -73,8 +73,8 @@ def _occluder_rule(rule: occlusion.OccluderRule):
     """The segment stage's masks with ``rule`` for the target's occluders, whatever the option says (the two halves
     of segmentation="whole" apart)."""
     inner = occlusion.occlusion_masks
-    return replaced(segment, "occlusion_masks", lambda segmenter, rendered, photo, _: inner(segmenter, rendered,
-                                                                                             photo, rule))
+    return replaced(segment, "occlusion_masks", lambda segmenter, rendered, photo, _, carry=None: inner(
+        segmenter, rendered, photo, rule, carry))
 
 
 def _masks_without(change: Callable[[occlusion.OcclusionMasks], occlusion.OcclusionMasks] | None = None,
@@ -93,22 +93,30 @@ def _masks_without(change: Callable[[occlusion.OcclusionMasks], occlusion.Occlus
             target[HAIR] = 0.0
             return target, source
 
-    def masks(segmenter, rendered, photo, rule):
-        out = inner(segmenter if target_hair else HairlessTarget(segmenter), rendered, photo, rule)
+    def masks(segmenter, rendered, photo, rule, carry=None):
+        out = inner(segmenter if target_hair else HairlessTarget(segmenter), rendered, photo, rule, carry)
         return out if change is None else change(out)
     return replaced(segment, "occlusion_masks", masks)
 
 
-def _segmenter_sees_replicated_border():
-    """The segment stage given the target's crop with the photo's border replicated, not reflected: a tight crop
-    (face-api-js stills are 150 px, the face fills them) showed the segmenter mirrored faces beyond the photo's edge,
-    and it called the seam an occluder that then kept the target's forehead and far cheek (amy1, issue 17)."""
+def _segmenter_sees_border(mode: str):
+    """The segment stage given the target's crop with the photo's border ``mode`` ("replicated", or "grey": the
+    photo's mean colour), not reflected: a tight crop (face-api-js
+    stills are 150 px, the face fills them) showed the segmenter mirrored faces beyond the photo's edge, and it
+    called the seam an occluder that then kept the target's forehead and far cheek (amy1, issue 17)."""
     import cv2
+
+    def photo_crop(image, matrix, size):
+        if mode == "replicated":
+            return cv2.warpAffine(image, matrix, (size, size), flags=cv2.INTER_LINEAR,
+                                  borderMode=cv2.BORDER_REPLICATE)
+        fill = tuple(float(v) for v in image.reshape(-1, 3).mean(0))
+        return cv2.warpAffine(image, matrix, (size, size), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT,
+                              borderValue=fill)
 
     def call(self, record):
         size = record.aligned.crop.shape[0]
-        photo = cv2.warpAffine(record.image, record.aligned.matrix, (size, size), flags=cv2.INTER_LINEAR,
-                               borderMode=cv2.BORDER_REPLICATE)
+        photo = photo_crop(record.image, record.aligned.matrix, size)
         return replace(record, masks=occlusion.occlusion_masks(self.segmenter(), record.rendered, photo,
                                                                occlusion.OCCLUDER_RULES[record.options.segmentation]))
     return replaced(segment.Segment, "__call__", call)
@@ -185,7 +193,9 @@ VARIANTS: dict[str, tuple[dict, Callable[[], contextlib.AbstractContextManager]]
         occlusion.OccluderRule(sure=None, grow_divisor=48))),
     "segmentation: skin masks geometric only": ({}, lambda: _masks_without(
         lambda m: replace(m, target_skin=np.ones_like(m.target_skin), source_skin=np.ones_like(m.source_skin)))),
-    "segmentation: the segmenter sees the photo's border replicated": ({}, _segmenter_sees_replicated_border),
+    "segmentation: the segmenter sees the photo's border replicated": ({}, lambda: _segmenter_sees_border(
+        "replicated")),
+    "segmentation: the segmenter sees grey beyond the target photo": ({}, lambda: _segmenter_sees_border("grey")),
     "detail step off": ({}, lambda: replaced(blend, "match_detail", lambda out, photo, w, s: out)),
     "make-up kept (makeup=source)": ({"makeup": "source"}, contextlib.nullcontext),
     "sharpen 0": ({"sharpen": 0.0}, contextlib.nullcontext),

@@ -9,11 +9,13 @@ tests/video_clips.py (a virtual camera: slow pan and zoom over a portrait, one f
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import cv2
@@ -26,6 +28,7 @@ import itertools
 from video_clips import OBAMA_720P, audio_packets, camera, load, write_clip
 
 from facefuse.allocator import keep_freed_memory
+from facefuse.fusion import occlusion
 from facefuse.fusion.engine import FusionOptions
 from facefuse.geometry.regions import FACE_OVAL, shrink
 from facefuse.pipeline import Fuser
@@ -157,12 +160,47 @@ def memory(fuser: Fuser, clip: Path, workdir: Path) -> tuple[float, float, int]:
     return early, samples[-1][1], result.frames
 
 
+def stream_weight_rows(fuser: Fuser, judge: IdentityJudge, clips: dict[str, Path], weights: list[float]) -> list[str]:
+    """Stability and identity per clip with the segmenter's running average at each of ``weights`` (the weight of
+    a group's own probabilities, :data:`facefuse.fusion.occlusion.STREAM_WEIGHT`; 1.0 = each group's masks carried
+    unchanged, as before the average), default options otherwise."""
+    lines = ["| clip | weight of each group's own masks | motion | jitter | flicker | frames closer to source |",
+             "|---|---|---|---|---|---|"]
+    with tempfile.TemporaryDirectory() as folder:
+        for name, clip in clips.items():
+            target = rgb_frames(clip)
+            for weight in weights:
+                out = Path(folder) / "out.mp4"
+                with patched_weight(weight):
+                    fuse_video(SOURCE, clip, out, FusionOptions(visible_label=False), VideoOptions(), fuser=fuser)
+                output = rgb_frames(out)
+                s = stability(fuser, target, output)
+                cells = [f"{s[k + '_output'] - s[k + '_target']:+.4f}" for k in ("motion", "jitter", "flicker")]
+                lines.append(f"| {name} | {weight:.1f} | " + " | ".join(cells) +
+                             f" | {identity(fuser, judge, target, output)[1]:.0%} |")
+                print(lines[-1], flush=True)
+    return lines
+
+
+@contextlib.contextmanager
+def patched_weight(weight: float) -> Iterator[None]:
+    old = occlusion.STREAM_WEIGHT
+    occlusion.STREAM_WEIGHT = weight
+    try:
+        yield
+    finally:
+        occlusion.STREAM_WEIGHT = old
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="short clips, one run each")
     parser.add_argument("--speed", action="store_true", help="only the throughput table, printed, not written")
     parser.add_argument("--section", default="video", help="results section to write (one per check kept)")
     parser.add_argument("--title", default="Video", help="the section's heading")
+    parser.add_argument("--stream-weights", default="", metavar="W,W,...",
+                        help="only the stability table with the segmenter's running average at these weights "
+                             "(section video_stream_weight)")
     args = parser.parse_args()
     frames, runs, long_frames = (30, 1, 150) if args.quick else (60, 3, 600)
     keep_freed_memory()  # as the CLI does for its process (facefuse.allocator)
@@ -179,6 +217,20 @@ def main() -> None:
             clip = work / f"{name}.mp4"
             portrait_clip(clip, size, frames)
             clips[name] = clip
+        if args.stream_weights:
+            weights = [float(w) for w in args.stream_weights.split(",")]
+            rows = stream_weight_rows(fuser, judge, {f"720p portrait, {frames} frames": clips["720p"],
+                                                     f"1080p portrait, {frames} frames": clips["1080p"],
+                                                     "short_hamilton_clip": HAMILTON}, weights)
+            text = "\n".join([
+                "## The segmenter's running average in video, weight by weight (`benchmarks/video.py --stream-weights`)",
+                "", (f"On {machine()}. Default options (smoothing on, masks every 3) but the weight of each group's "
+                     "own probabilities in the running average the frames of a track carry (1.0: each group's masks "
+                     "carried unchanged, as before the average). Motion, jitter and flicker as in \"Video\" "
+                     "(output − input, ≤ 0 is the goal), to four places; frames closer to source: the judge's "
+                     "per-frame identity."), "", *rows, ""])
+            print(write_section("video_stream_weight", text).read_text())
+            return
         lines += speed_rows(fuser, {f"720p portrait, one face, {frames} frames": clips["720p"],
                                     f"1080p portrait, one face, {frames} frames": clips["1080p"],
                                     "short_hamilton_clip.mp4 (640×360, real, several people, cuts), 275 frames":
@@ -209,7 +261,7 @@ def main() -> None:
                 output = rgb_frames(out)
                 s = stability(fuser, target, output)
                 sim, share = identity(fuser, judge, target, output)
-                cells = [f"{s[k + '_output'] - s[k + '_target']:+.2f} ({s[k + '_target']:.2f})"
+                cells = [f"{s[k + '_output'] - s[k + '_target']:+.3f} ({s[k + '_target']:.3f})"
                          for k in ("motion", "jitter", "flicker")]
                 lines.append(f"| {name} | {'on' if smoothing else 'off'} | {every} | " + " | ".join(cells) +
                              f" | {sim:.3f} | {share:.0%} | {result.frames_fused}/{result.frames} |")

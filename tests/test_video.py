@@ -338,6 +338,29 @@ def test_mask_turns_carry_each_groups_first_frame_to_the_others_whatever_thread_
     assert results == {0: 0, 1: 0, 2: 0, 4: 4, 5: 5, 6: 6, 7: 6}
 
 
+def test_chained_mask_turns_give_each_group_the_one_before_in_frame_order():
+    """A stream's segmenter output as a running average over the groups (issue 19: the face's colour stepped
+    whenever a group's masks replaced the last ones): each group's first frame computes with the group before's
+    result, whatever thread comes first; a group whose first frame was given up restarts the average, nobody
+    waits forever, and only the last group's result is still held at the end."""
+    from facefuse.video.parsing import ParsingCarry
+
+    carry = ParsingCarry(2, chained=True)
+    turns = [carry.turn() for _ in range(11)]
+    results: dict[int, str] = {}
+
+    def frame(i: int) -> None:
+        if i == 6:
+            turns[i].close()
+        else:
+            results[i] = turns[i](lambda earlier=None: str(i) if earlier is None else f"({earlier}+{i})")
+
+    _on_threads_latest_first(frame, len(turns))
+    assert results == {0: "0", 1: "0", 2: "(0+2)", 3: "(0+2)", 4: "((0+2)+4)", 5: "((0+2)+4)", 7: "7", 8: "8",
+                       9: "8", 10: "(8+10)"}
+    assert list(carry._parsed) == [10]
+
+
 def test_video_runs_the_segmenter_on_every_third_frame_of_a_face_and_the_output_barely_changes(fuser, clip, source,
                                                                                               tmp_path, monkeypatch):
     """``masks_every=3`` (the default) runs the segmenter on a third of the fused frames (it was ~14 ms of a 720p

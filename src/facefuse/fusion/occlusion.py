@@ -30,6 +30,9 @@ CORE_HAIR_FLOOR = 0.7  # hair probability from which the target's hair covers th
 # OCCLUDER_FLOOR on a ramp, and (segmentation="whole") kept whole out to OCCLUDER_EDGE wherever the region reaches
 # OCCLUDER_SURE
 OCCLUDER_FLOOR, OCCLUDER_EDGE, OCCLUDER_SURE = 0.35, 0.2, 0.65
+# a stream's segmenter output: the weight of each new group's probabilities in the track's running average
+# (SegmenterPlanes.scaled's ``earlier``; issue 19, video flicker)
+STREAM_WEIGHT = 0.5
 
 
 @dataclass(frozen=True)
@@ -81,8 +84,16 @@ class SegmenterPlanes:
 
     @classmethod
     def scaled(cls, target: np.ndarray, source: np.ndarray, size: tuple[int, int], rule: OccluderRule,
-               core: bool) -> SegmenterPlanes:
-        """The planes at ``size`` (width, height); ``core``: the rendered face marks its bare skin."""
+               core: bool, earlier: SegmenterPlanes | None = None) -> SegmenterPlanes:
+        """The planes at ``size`` (width, height); ``core``: the rendered face marks its bare skin. ``earlier``: a
+        stream's planes of the group before in the same track (:class:`~facefuse.video.parsing.ParsingCarry`,
+        chained): the probabilities become a running average, these with :data:`STREAM_WEIGHT` — both are in the
+        aligned crop, which follows the face, so a pixel is the same place on it."""
+        if earlier is not None:
+            weight = np.float32(STREAM_WEIGHT)
+            target = earlier.target + weight * (target - earlier.target)
+            source = earlier.source + weight * (source - earlier.source)
+
         def up(plane: np.ndarray) -> np.ndarray:
             return cv2.resize(plane, size, interpolation=cv2.INTER_LINEAR)
 
@@ -95,8 +106,8 @@ class SegmenterPlanes:
                      occluders=_grown(up(occluders(target[OCCLUDER], rule.sure)), size[0] // rule.grow_divisor),
                      source_hidden=up(_confident(source[HAIR] + source[OCCLUDER])),
                      source_skin=up(source[SKIN] + source[NOSE]))
-        for plane in (planes.hair, planes.hair_any, planes.hair_sure, planes.target_skin, planes.occluders,
-                      planes.source_hidden, planes.source_skin):
+        for plane in (planes.target, planes.source, planes.hair, planes.hair_any, planes.hair_sure,
+                      planes.target_skin, planes.occluders, planes.source_hidden, planes.source_skin):
             if plane is not None:
                 plane.setflags(write=False)
         return planes
@@ -111,9 +122,9 @@ def occlusion_masks(segmenter: FaceSegmenter, rendered: RenderedFace, photo: np.
     size = rendered.crop.shape[1], rendered.crop.shape[0]
     core = None if rendered.skin is None else rendered.skin.astype(np.float32)
 
-    def measure() -> SegmenterPlanes:
+    def measure(earlier: SegmenterPlanes | None = None) -> SegmenterPlanes:
         crops = np.stack([segmenter_crop(photo), segmenter_crop(rendered.crop)])
-        return SegmenterPlanes.scaled(*segmenter.probabilities(crops), size, rule, core is not None)
+        return SegmenterPlanes.scaled(*segmenter.probabilities(crops), size, rule, core is not None, earlier)
 
     planes = measure() if carry is None else carry(measure)
     if planes.size != size or (planes.hair_sure is None) != (core is None):

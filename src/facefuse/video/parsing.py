@@ -22,10 +22,12 @@ from typing import Any
 
 
 class ParsingCarry:
-    """One tracked face's segmenter output, shared by the frames of each group of ``every``."""
+    """One tracked face's segmenter output, shared by the frames of each group of ``every``; ``chained``: each group's
+    first frame computes with the group before's result (None for the first group, or when that had none)."""
 
-    def __init__(self, every: int) -> None:
+    def __init__(self, every: int, chained: bool = False) -> None:
         self.every = every
+        self.chained = chained
         self._issued = 0
         self._parsed: dict[int, Any] = {}  # a group's first frame → its result (None: it had none)
         self._users: dict[int, int] = {}  # a group's first frame → its turns not yet finished
@@ -37,13 +39,24 @@ class ParsingCarry:
             index = self._issued
             self._issued += 1
             key = index - index % self.every
-            self._users[key] = self._users.get(key, 0) + 1
+            # chained: the next group's first frame is one more user of this group's result
+            self._users[key] = self._users.get(key, 0) + 1 + (index == key and self.chained)
         return ParsingTurn(self, key, index == key)
 
     def _publish(self, key: int, parsed: Any) -> None:
         with self._ready:
             self._parsed[key] = parsed
             self._ready.notify_all()
+            if self.chained and key - self.every in self._users:
+                self._users[key - self.every] -= 1  # read by this group's first frame (or never to be)
+                self._let_go(key - self.every)
+
+    def _lead(self, key: int, compute: Callable[..., Any]) -> Any:
+        """A group's first frame's result: chained, computed with the group before's (waited for: an earlier
+        frame, so no cycle)."""
+        if not self.chained:
+            return compute()
+        return compute(self._await(key - self.every) if key else None)
 
     def _await(self, key: int) -> Any:
         with self._ready:
@@ -51,12 +64,17 @@ class ParsingCarry:
             return self._parsed[key]
 
     def _finish(self, key: int) -> None:
-        """One turn of group ``key`` is done; its result is let go once every turn the group can have was."""
+        """One turn of group ``key`` is done."""
         with self._ready:
             self._users[key] -= 1
-            if self._users[key] == 0 and self._issued >= key + self.every:
-                del self._users[key]
-                self._parsed.pop(key, None)
+            self._let_go(key)
+
+    def _let_go(self, key: int) -> None:
+        """Drop group ``key``'s result (lock held) once every turn the group can have was issued and every user is
+        done (chained, the next group's first frame too)."""
+        if self._users.get(key) == 0 and self._issued >= key + self.every:
+            del self._users[key]
+            self._parsed.pop(key, None)
 
 
 class ParsingTurn:
@@ -67,12 +85,12 @@ class ParsingTurn:
         self._carry, self._key, self._leads = carry, key, leads
         self._done = False
 
-    def __call__(self, compute: Callable[[], Any]) -> Any:
+    def __call__(self, compute: Callable[..., Any]) -> Any:
         """The group's first frame computes and hands on; the others take its result (or compute their own when
-        it had none)."""
+        it had none). Chained, the first frame's ``compute`` is given the group before's result."""
         assert not self._done, "a turn is used once"
         if self._leads:
-            parsed = compute()
+            parsed = self._carry._lead(self._key, compute)
             self._carry._publish(self._key, parsed)
         else:
             parsed = self._carry._await(self._key)

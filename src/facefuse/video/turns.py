@@ -37,7 +37,8 @@ class FaceTurns:
             self.render.clear()
         # a face missing from a frame starts a new group when it is back: nothing is carried over a gap
         every = self.video.masks_every
-        self.parsing = {f.track_id: self.parsing.get(f.track_id) or ParsingCarry(every) for f in faces}
+        self.parsing = {f.track_id: self.parsing.get(f.track_id) or ParsingCarry(every, chained=True)
+                        for f in faces}
         self.render = {f.track_id: self.render.get(f.track_id) or tuple(ParsingCarry(every) for _ in range(3))
                        for f in faces}
         targets, turns = [], []
