@@ -113,6 +113,7 @@ class Tally:
         if not len(b):
             return f"| {label} | 0 |" + " – |" * 14 + f" {self.rejected} |"
         pose = np.mean(self.pose, axis=0) if self.pose else np.full(3, np.nan)
+        over = int(np.sum(np.max(self.pose, axis=1) > 10.0)) if self.pose else 0
         largest, sharp = np.array(self.smear_largest) * 100, np.array(self.sharpness)
         margins = [c.identity_margin for c in self.cases if not np.isnan(c.identity_margin)]
         margin = f"{np.mean(margins):+.3f}" if margins else "–"
@@ -120,14 +121,15 @@ class Tally:
                 f"{np.quantile(b, 0.9):.2f} % | {np.mean(self.mean_dl):.2f} | "
                 f"{100 * np.mean(largest <= 1.0):.0f} % | {largest.max():.2f} % | "
                 f"{100 * np.mean(self.smear_total):.2f} % | {np.median(sharp):.2f} | {np.quantile(sharp, 0.1):.2f} | "
-                f"{pose[0]:.2f}° / {pose[1]:.2f}° / {pose[2]:.2f}° | {median(self.segment_ms):.1f} | "
+                f"{pose[0]:.2f}° / {pose[1]:.2f}° / {pose[2]:.2f}°; {over} over 10° | {median(self.segment_ms):.1f} | "
                 f"{self.rejected} |")
 
 
 TABLE_HEAD = [
     "| set, pairs | fused | identity top-1 MobileFaceNet | identity top-1 dlib | identity margin mean | "
     "blotch share mean | blotch p90 | mean |ΔL| | pairs with largest smear ≤ 1 % | largest smear, worst | "
-    "smear total mean | sharpness ratio median | sharpness p10 | pose error yaw / pitch / roll | segment ms | "
+    "smear total mean | sharpness ratio median | sharpness p10 | pose error yaw / pitch / roll (mean; pairs with "
+    "one over 10°) | segment ms | "
     "rejected |",
     "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
@@ -517,7 +519,8 @@ def main() -> None:
             "Smear and sharpness (`facefuse_eval.skin`, issue 17) on the target's bare-skin zone from dlib's 68 points",
             "(hull + forehead lifted 30 % of the face width, features grown 6 % cut out): smear = low-pass Lab (σ 3 %),",
             "median removed, ΔE > 12, largest connected patch as a share of the zone; sharpness = variance of the",
-            "Laplacian of L*, output ÷ target. Pose error: |Δ| yaw / pitch / roll by dlib's 68 points + solvePnP.",
+            "Laplacian of L*, output ÷ target. Pose error: |Δ| yaw / pitch / roll by dlib's 68 points + solvePnP,",
+            "started from a frontal head (`facefuse_eval.pose_judge.solve_pose`).",
             "",
             *TABLE_HEAD,
             *lighting,

@@ -252,7 +252,8 @@ def main() -> None:
                   "",
                   ("| clip | smoothing | masks every | motion | jitter | flicker | identity cos to source | frames "
                   "closer to source | frames fused |"), "|---|---|---|---|---|---|---|---|---|"]
-        for name, clip in (("720p portrait", clips["720p"]), ("short_hamilton_clip", HAMILTON)):
+        for name, clip in (("720p portrait", clips["720p"]), ("1080p portrait", clips["1080p"]),
+                           ("short_hamilton_clip", HAMILTON)):
             target = rgb_frames(clip)
             for smoothing, every in ((True, 3), (False, 3), (True, 1)):
                 out = work / f"s{smoothing}{every}.mp4"

@@ -259,6 +259,28 @@ def test_a_photo_fused_with_itself_comes_back_nearly_unchanged(fuser, faces_dir,
     assert 0.8 <= ratio <= 1.25, ratio
 
 
+@pytest.mark.parametrize("photo", ["face-api-js/howard/howard1.png", "face-api-js/amy/amy1.png",
+                                   "hard/same-person/jay_chou/01_studio_tilted_warm.jpg"])
+def test_the_pose_judge_reads_a_photo_and_its_self_fusion_alike(fuser, faces_dir, photo):
+    """The independent pose judge (dlib's 68 points + solvePnP) behind the issue's pose-error goal: a self-fusion
+    moves those points by a fraction of a pixel, so its pose must read within 3° of the photo's. Started from its
+    own closed-form guess, solvePnP read howard1 at +29° pitch and his self-fusion at −3°: a flip of the judge
+    counted as the fusion's pose error (issue 17)."""
+    from facefuse_eval.pose_judge import PoseJudge, solve_pose
+
+    path = faces_dir / photo
+    target = fuser.analyze(path)
+    face = max(target.faces, key=lambda f: f.area)
+    judge = PoseJudge()
+    rect = judge.face_rect(target.image, face.box)
+    output = fuser.fuse(path, path, FusionOptions(visible_label=False)).image
+    points, fused_points = judge.landmarks(target.image, rect), judge.landmarks(output, rect)
+    assert np.abs(fused_points - points).mean() < 1.0  # the premise: the points barely move
+    before, after = solve_pose(points, target.image.shape), judge.pose(output, rect)
+    assert before is not None and after is not None
+    assert abs(after.yaw - before.yaw) < 3.0 and abs(after.pitch - before.pitch) < 3.0, (before, after)
+
+
 def _half_lit(size: int = 160, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """A grey skin patch with pore-scale noise whose right half is in shadow: texture and light both fall there.
     Returns the patch (uint8 RGB) and its noise-free light (float, 0–255 grey)."""
