@@ -35,7 +35,7 @@ from facefuse.pipeline import Fuser, FuserConfig
 from facefuse.stages import base
 from facefuse.video import fuse_video
 source, target, runs = Path(sys.argv[1]).read_bytes(), Path(sys.argv[2]).read_bytes(), int(sys.argv[3])
-clips, out = json.loads(sys.argv[4]), Path(sys.argv[5])
+clips, out, cache_mb = json.loads(sys.argv[4]), Path(sys.argv[5]), int(sys.argv[6])
 # each stage's CPU time on the thread that ran it (thread_time: stages of other frames or of the other photo run
 # at the same time on other threads, so the process's clock cannot be split by stage)
 stage_cpu, lock, timed = {}, threading.Lock(), base._timed
@@ -52,7 +52,7 @@ try:  # the allocator tuning the CLI and the server apply to their process, wher
     keep_freed_memory()
 except ImportError:
     pass
-fuser, options = Fuser(FuserConfig(analysis_cache_mb=0)), FusionOptions()
+fuser, options = Fuser(FuserConfig(analysis_cache_mb=cache_mb)), FusionOptions()
 for _ in range(3):
     fuser.fuse(source, target, options)
 photo = []
@@ -93,10 +93,10 @@ def base_tree(ref: str, folder: Path) -> Path:
     return folder / "src"
 
 
-def turn(src: Path, source: Path, target: Path, runs: int, clips: dict[str, str], out: Path) -> dict:
+def turn(src: Path, source: Path, target: Path, runs: int, clips: dict[str, str], out: Path, cache_mb: int) -> dict:
     env = {**os.environ, "PYTHONPATH": str(src)}
     done = subprocess.run([sys.executable, "-c", CHILD, str(source), str(target), str(runs), json.dumps(clips),
-                           str(out)], env=env, capture_output=True, text=True, check=True)
+                           str(out), str(cache_mb)], env=env, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -110,6 +110,8 @@ def main() -> None:
                         help="the photo's target: obama-720p.jpg, or fusion_speed.py's 4K JPEG (a large face)")
     parser.add_argument("--section", default="speed_ab", help="results section to write (one per check kept)")
     parser.add_argument("--title", default="", help="the section's heading (default: Speed, stage by stage, against BASE)")
+    parser.add_argument("--seen", action="store_true",
+                        help="both photos seen before (the analysis cache on, as a template is) instead of new")
     parser.add_argument("--source", default=str(SOURCE.relative_to(FACES)),
                         help="the source photo under ../shared/faces (e.g. a turned one: the mirror fill's cost)")
     args = parser.parse_args()
@@ -130,7 +132,8 @@ def main() -> None:
         samples: dict[str, list[dict]] = {name: [] for name in trees}
         for _ in range(args.turns):
             for name, src in trees.items():
-                samples[name].append(turn(src, source, target, args.runs, clips, work / "out.mp4"))
+                samples[name].append(turn(src, source, target, args.runs, clips, work / "out.mp4",
+                                          64 if args.seen else 0))
     load_after = os.getloadavg()
 
     def photo(name: str, stage: str) -> str:
@@ -151,7 +154,8 @@ def main() -> None:
              (f"Machine: {machine()}. The two source trees took turns ({args.turns} turns each, child processes "
               f"alternating), so both saw the same neighbours; load average (1 min) {load_before[0]:.1f} at the "
               f"start, {load_after[0]:.1f} at the end, on {os.cpu_count()} cores: wall times are inflated by "
-              "that load, CPU times less so. Photo: warm `Fuser`, analysis cache off (both photos new), "
+              "that load, CPU times less so. Photo: warm `Fuser`, " + ("analysis cache on (both photos seen before, "
+              "the default 64 MB), " if args.seen else "analysis cache off (both photos new), ") +
               f"`{source.name}` into {target_label}, {args.runs} fusions per turn after 3 warm-ups, median ms. " +
               (f"Video: portrait clips of {args.frames} frames (one face, a slow camera move), decode → encode, "
                "median ms per frame that each stage was busy (in this tree the stages run on their own threads "

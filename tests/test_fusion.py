@@ -236,6 +236,66 @@ def test_reused_photos_are_analysed_once(store_config, photos):
                           .fuse(photos["biden"], photos["obama"]).image)
 
 
+def test_a_template_keeps_its_segmenter_half_and_triangles_with_its_cached_face(store_config, photos, monkeypatch):
+    """A target seen before (a template): the segmenter runs on the new face alone and the triangulation is not
+    redone (facefuse.analysis.cache.FaceMemo; issue 19, "photos seen before"), the output equal to the bit to an
+    uncached fusion's; a restored target or the second face of a photo keep nothing (their crop's pixels are not
+    the cached photo's), and what is kept goes with the cached face."""
+    import gc
+
+    from facefuse.analysis.cache import FaceMemo
+    from facefuse.analysis.segmentation import FaceSegmenter
+    from facefuse.geometry import mesh
+    from facefuse.pipeline import Fuser, FuserConfig
+
+    batches: list[int] = []
+    triangulations = {"n": 0}
+    probabilities, triangulate = FaceSegmenter.probabilities, mesh.triangulate
+
+    def counted_probabilities(self, crops):
+        batches.append(len(crops))
+        return probabilities(self, crops)
+
+    def counted_triangulate(points):
+        triangulations["n"] += 1
+        return triangulate(points)
+
+    monkeypatch.setattr(FaceSegmenter, "probabilities", counted_probabilities)
+    monkeypatch.setattr(mesh, "triangulate", counted_triangulate)
+    fuser = Fuser(FuserConfig(store=store_config, analysis_cache_mb=64))
+    options = FusionOptions(visible_label=False)
+    first = fuser.fuse(photos["biden"], photos["obama"], options).image
+    assert batches == [1, 1]  # the target's half computed alone, then kept
+    computed = triangulations["n"]  # the face's own triangles and the ring's (which follows the new contour)
+    batches.clear()
+    triangulations["n"] = 0
+    again = fuser.fuse(photos["biden"].read_bytes(), photos["obama"].read_bytes(), options).image
+    assert batches == [1] and triangulations["n"] == computed - 1
+    assert np.array_equal(again, first)
+    uncached = Fuser(FuserConfig(store=store_config, analysis_cache_mb=0)).fuse(photos["biden"], photos["obama"],
+                                                                               options).image
+    assert np.array_equal(again, uncached)
+    batches.clear()
+    fuser.fuse(photos["obama"], photos["biden"], FusionOptions(visible_label=False, restore="on"))
+    fuser.fuse(photos["obama"], photos["biden"], FusionOptions(visible_label=False, restore="on"))
+    assert batches == [2, 2]  # a restored target: its pixels are not the cached photo's, nothing is kept
+    batches.clear()
+    every_face = FusionOptions(visible_label=False, target_face="all")
+    fuser.fuse(photos["biden"], photos["two"], every_face)
+    fuser.fuse(photos["biden"], photos["two"], every_face)
+    assert batches == [1, 1, 2, 1, 2]  # the second face sees the photo with the first one fused: never kept
+
+    memo = FaceMemo(per_face=2)
+    face = dataclasses.replace(fuser.analyze(photos["obama"]).faces[0])  # a face only this test holds
+    assert memo.get(face, "a", lambda: 1) == 1 and memo.get(face, "a", lambda: pytest.fail("kept")) == 1
+    memo.get(face, "b", lambda: 2)
+    memo.get(face, "c", lambda: 3)  # a third crop: the oldest entry goes
+    assert memo.get(face, "a", lambda: 4) == 4
+    del face  # as when the analysis cache lets a face go: what was kept with it goes too
+    gc.collect()
+    assert len(memo._items) == 0
+
+
 @pytest.mark.parametrize("photo", ["face_recognition/obama.jpg", "face-api-js/howard/howard1.png",
                                    "hard/same-person/scarlett_johansson/01_evening_flash_dark_bg.jpg"])
 def test_a_photo_fused_with_itself_comes_back_nearly_unchanged(fuser, faces_dir, photo):

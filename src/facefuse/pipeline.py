@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from .analysis.analyzer import FaceAnalyzer
-from .analysis.cache import AnalysisCache
+from .analysis.cache import AnalysisCache, FaceMemo
 from .analysis.segmentation import SEGMENTER_MODEL, FaceSegmenter
 from .analysis.select import parse_face_choice
 from .analysis.types import Face, ImageAnalysis
@@ -113,7 +113,7 @@ class Fuser:
         self.cache = AnalysisCache(self.config.analysis_cache_mb * 1024 * 1024)
         self.restorer = LazyRestorer(self.store, self.runtime, self.config.restore)
         self._loaded: LoadOnce[Any] = LoadOnce()
-        models = Models(self.analyzer, self.cache, self.restorer, self.engine, self.segmenter)
+        models = Models(self.analyzer, self.cache, FaceMemo(), self.restorer, self.engine, self.segmenter)
         self.stages: Pipeline = default_stages(models, self.config.analysis)
 
     def with_stage(self, stage: Stage, after: str) -> Fuser:

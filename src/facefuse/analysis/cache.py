@@ -10,9 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import weakref
 from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
 
-from .types import ImageAnalysis
+from .types import Face, ImageAnalysis
+
+T = TypeVar("T")
 
 
 def content_key(data: bytes) -> str:
@@ -54,3 +59,38 @@ class AnalysisCache:
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+class FaceMemo:
+    """Work that depends on one face of a cached photo alone — its segmenter output in the engine's crop, its
+    triangles — kept as long as the analysis cache keeps the face.
+
+    Why: a template fused with many users' selfies (``benchmarks/fusion_speed.py``, "photos seen before") paid for
+    the target's half of the segmenter and its triangulation on every fusion although neither changes. Keyed weakly
+    by the :class:`~facefuse.analysis.types.Face` object the cache hands to every request for that photo, so an
+    entry goes when the cached analysis does and needs no size bound of its own beyond ``per_face`` entries (one per
+    crop a face was rendered in). Values are shared read-only by the requests of several threads.
+    """
+
+    def __init__(self, per_face: int = 4) -> None:
+        self.per_face = per_face
+        self._items: weakref.WeakKeyDictionary[Face, dict[Hashable, Any]] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def get(self, face: Face, key: Hashable, compute: Callable[[], T]) -> T:
+        """The value kept for ``face`` under ``key``, or ``compute()``'s, then kept (two requests that miss at once
+        both compute: the same value, and the work a cache saves is never waited for)."""
+        with self._lock:
+            found = self._items.get(face, {}).get(key, _MISSING)
+        if found is not _MISSING:
+            return found  # type: ignore[no-any-return]
+        value = compute()
+        with self._lock:
+            entries = self._items.setdefault(face, {})
+            entries[key] = value
+            while len(entries) > self.per_face:
+                del entries[next(iter(entries))]
+        return value
+
+
+_MISSING = object()

@@ -114,17 +114,24 @@ class SegmenterPlanes:
 
 
 def occlusion_masks(segmenter: FaceSegmenter, rendered: RenderedFace, photo: np.ndarray,
-                    rule: OccluderRule, carry: CarryTurn | None = None) -> OcclusionMasks:
+                    rule: OccluderRule, carry: CarryTurn | None = None,
+                    target_turn: CarryTurn | None = None) -> OcclusionMasks:
     """The masks of one rendered face; ``photo`` is the target's aligned crop as photographed (the align stage's),
     ``rule`` how the target's occluders are kept (the option's choice, :data:`OCCLUDER_RULES`). ``carry``: a stream
     frame's turn in its track's segmenter output (the segmenter runs on a group's first frame; the others take its
-    :class:`SegmenterPlanes`, scaled anew only when their crop's size differs)."""
+    :class:`SegmenterPlanes`, scaled anew only when their crop's size differs). ``target_turn``: a photo's turn in
+    what is kept with its cached face (:meth:`facefuse.stages.segment.Segment.target_turn`): the target's half of
+    the output is computed once (alone, so every fusion with it sees the same) and the new face's alone after."""
     size = rendered.crop.shape[1], rendered.crop.shape[0]
     core = None if rendered.skin is None else rendered.skin.astype(np.float32)
 
     def measure(earlier: SegmenterPlanes | None = None) -> SegmenterPlanes:
-        crops = np.stack([segmenter_crop(photo), segmenter_crop(rendered.crop)])
-        return SegmenterPlanes.scaled(*segmenter.probabilities(crops), size, rule, core is not None, earlier)
+        if target_turn is None:
+            crops = np.stack([segmenter_crop(photo), segmenter_crop(rendered.crop)])
+            return SegmenterPlanes.scaled(*segmenter.probabilities(crops), size, rule, core is not None, earlier)
+        target = target_turn(lambda: segmenter.probabilities(segmenter_crop(photo)[None])[0])
+        source = segmenter.probabilities(segmenter_crop(rendered.crop)[None])[0]
+        return SegmenterPlanes.scaled(target, source, size, rule, core is not None, earlier)
 
     planes = measure() if carry is None else carry(measure)
     if planes.size != size or (planes.hair_sure is None) != (core is None):

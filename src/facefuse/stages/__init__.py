@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..analysis.analyzer import FaceAnalyzer
-from ..analysis.cache import AnalysisCache
+from ..analysis.cache import AnalysisCache, FaceMemo
 from ..analysis.segmentation import FaceSegmenter
 from ..config import AnalysisConfig
 from ..fusion.engine import FusionEngine
@@ -55,6 +55,7 @@ class Models:
 
     analyzer: FaceAnalyzer
     cache: AnalysisCache
+    memo: FaceMemo  # work kept with the cache's faces
     restorer: LazyRestorer
     engine: Callable[[str], FusionEngine]
     segmenter: Callable[[], FaceSegmenter | None]
@@ -70,8 +71,8 @@ def default_stages(models: Models, analysis: AnalysisConfig) -> Pipeline:
         gate,
         Restore(models.restorer, gate),
         Align(),
-        Render(models.engine),
-        Segment(models.segmenter),
+        Render(models.engine, models.memo),
+        Segment(models.segmenter, models.memo),
         Relight(),
         Blend(),
         Post(models.restorer),

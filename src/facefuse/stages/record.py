@@ -117,6 +117,16 @@ class Record:
         return replace(self, face=face, aligned=None, rendered=None, masks=None, region=None, lit=None,
                        unblended=None)
 
+    def cached_face(self) -> Face | None:
+        """The face being worked on as the analysis cache holds it, when work that depends on it alone may be kept
+        with it (:class:`~facefuse.analysis.cache.FaceMemo`): a target photo that came through the cache, no face
+        of it restored (the photo's pixels are the cached ones), and the first face fused (the faces after it see
+        the photo with that one changed). Else None."""
+        if (self.role != "target" or not self.cache_key or self.face is None or not self.faces
+                or self.face is not self.faces[0] or any(t.face is not t.found for t in self.faces)):
+            return None
+        return self.face.found
+
     def refuse(self, error: FacefuseError) -> Record:
         """The gate's refusal: raised for photos, kept for detect and video frames (whose faces are then none)."""
         if self.must_fuse:

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
-from ..fusion.engine import FusionEngine
+from ..analysis.cache import FaceMemo
+from ..fusion.engine import FusionEngine, StreamCarry
 from .base import Stage
 from .record import Record
 
@@ -17,6 +19,7 @@ class Render(Stage):
     name = "render"
     per_face = True
     engine: Callable[[str], FusionEngine]  # by name, loaded once (Fuser.engine)
+    memo: FaceMemo | None = None  # a cached target's triangles, kept with its face
 
     def __call__(self, record: Record) -> Record:
         if record.role == "source":
@@ -27,5 +30,20 @@ class Render(Stage):
         assert record.face is not None and record.aligned is not None and record.source is not None
         source = record.source
         rendered = source.engine.render(source.prepared, record.aligned.crop, record.aligned.matrix,
-                                        record.face.face, record.options, record.image, record.face.carry)
+                                        record.face.face, record.options, record.image, self.carry(record))
         return replace(record, rendered=rendered)
+
+    def carry(self, record: Record) -> StreamCarry | None:
+        """A stream's carry; for a photo whose face the analysis cache holds, one that keeps the face's triangles
+        (they depend on its mesh and crop alone) and computes the rest."""
+        assert record.face is not None and record.aligned is not None
+        face = record.cached_face()
+        if record.face.carry is not None or face is None or self.memo is None:
+            return record.face.carry
+        memo, key = self.memo, ("topology", record.aligned.matrix.tobytes())
+        return StreamCarry(topology=lambda compute: memo.get(face, key, compute), toning_turn=_now, mirror=_now)
+
+
+def _now(compute: Callable[[], Any]) -> Any:
+    """A carry turn that keeps nothing: the work is done here."""
+    return compute()

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
+from ..analysis.cache import FaceMemo
 from ..analysis.segmentation import FaceSegmenter
 from ..fusion.occlusion import OCCLUDER_RULES, occlusion_masks
 from .base import Stage
@@ -21,6 +23,7 @@ class Segment(Stage):
     name = "segment"
     per_face = True
     segmenter: Callable[[], FaceSegmenter | None]  # None where the licence setting forbids it
+    memo: FaceMemo | None = None  # a cached target's half of the segmenter output, kept with its face
 
     def wanted(self, record: Record) -> bool:
         return record.options.segmentation != "off"
@@ -33,5 +36,17 @@ class Segment(Stage):
         # a video: the segmenter runs on every n-th frame of the face's track, the frames between reuse its output
         carry = None if record.face is None else record.face.parsing
         return replace(record, masks=occlusion_masks(segmenter, record.rendered, record.aligned.crop,
-                                                     OCCLUDER_RULES[record.options.segmentation], carry))
+                                                     OCCLUDER_RULES[record.options.segmentation], carry,
+                                                     self.target_turn(record, segmenter)))
+
+    def target_turn(self, record: Record, segmenter: FaceSegmenter) -> Callable[[Callable[[], Any]], Any] | None:
+        """For a photo whose face the analysis cache holds: the target's half of the segmenter output kept with the
+        face (it depends on the face's crop of the cached photo and on the segmenter alone)."""
+        face = record.cached_face()
+        if face is None or self.memo is None:
+            return None
+        assert record.aligned is not None
+        memo = self.memo
+        key = ("segmenter", segmenter, record.aligned.matrix.tobytes(), record.aligned.crop.shape[:2])
+        return lambda compute: memo.get(face, key, compute)
 
