@@ -68,11 +68,12 @@ class FaceMemo:
     Why: a template fused with many users' selfies (``benchmarks/fusion_speed.py``, "photos seen before") paid for
     the target's half of the segmenter and its triangulation on every fusion although neither changes. Keyed weakly
     by the :class:`~facefuse.analysis.types.Face` object the cache hands to every request for that photo, so an
-    entry goes when the cached analysis does and needs no size bound of its own beyond ``per_face`` entries (one per
-    crop a face was rendered in). Values are shared read-only by the requests of several threads.
+    entry goes when the cached analysis does and needs no size bound of its own beyond ``per_face`` entries (the
+    segmenter's half and the triangles for each crop a face was rendered in: the default keeps four crop sizes, the
+    oldest going first). Values are shared read-only by the requests of several threads.
     """
 
-    def __init__(self, per_face: int = 4) -> None:
+    def __init__(self, per_face: int = 8) -> None:
         self.per_face = per_face
         self._items: weakref.WeakKeyDictionary[Face, dict[Hashable, Any]] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
