@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import dataclasses
 import json
 import subprocess
@@ -284,6 +286,14 @@ def test_a_template_keeps_its_segmenter_half_and_triangles_with_its_cached_face(
     fuser.fuse(photos["biden"], photos["two"], every_face)
     fuser.fuse(photos["biden"], photos["two"], every_face)
     assert batches == [1, 1, 2, 1, 2]  # the second face sees the photo with the first one fused: never kept
+
+    small = Fuser(FuserConfig(store=store_config, analysis_cache_mb=8))  # holds two or three photos at a time
+    for target in sorted((photos["obama"].parent).glob("*.jpg"))[:8]:
+        with contextlib.suppress(FacefuseError):
+            small.fuse(photos["biden"], target, options)
+    gc.collect()
+    kept = small.stages["segment"].memo  # type: ignore[attr-defined]
+    assert 0 < len(kept._items) <= len(small.cache)  # what the cache let go, the memo let go too
 
     memo = FaceMemo(per_face=2)
     face = dataclasses.replace(fuser.analyze(photos["obama"]).faces[0])  # a face only this test holds
