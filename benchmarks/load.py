@@ -370,12 +370,13 @@ def main() -> None:
                 total_5xx += phase.server_errors
                 ms = [v * 1000 for v in phase.latencies_s]
                 others = sum(phase.codes.values()) - phase.ok
+                refused = ", ".join(f"{n}× {code}" for code, n in sorted(phase.codes.items()) if code != 200)
                 sizes = ", ".join(f"{size}: {n}" for size, n in histogram.items())
                 rows.append(f"| {'on' if cache_mb else 'off'} | {f'{window_ms:.0f} ms' if window_ms else 'off'} | "
                             f"{max_batch} | {concurrency} | {len(ms)} | "
                             f"{phase.ok / phase.elapsed_s:.1f} | "
                             f"{percentile(ms, 50):.0f} | {percentile(ms, 95):.0f} | {percentile(ms, 99):.0f} | "
-                            f"{others} | {cpu_ms:.0f} | {sizes} |")
+                            f"{others}{f' ({refused})' if refused else ''} | {cpu_ms:.0f} | {sizes} |")
                 print(rows[-1], flush=True)
                 goal_rounds.append((phase.ok / phase.elapsed_s, percentile(ms, 95)))
             if max_batch == 2 and cache_mb and not window_ms and not args.goal:
