@@ -15,7 +15,7 @@ import resource
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import cv2
@@ -32,7 +32,7 @@ from facefuse.fusion import occlusion
 from facefuse.fusion.engine import FusionOptions
 from facefuse.geometry.regions import FACE_OVAL, shrink
 from facefuse.pipeline import Fuser
-from facefuse.video import VideoOptions, VideoProgress, fuse_video
+from facefuse.video import VideoOptions, VideoProgress, fuse_video, tracking
 from facefuse_eval.fusion import IdentityJudge
 
 SOURCE = FACES / "face_recognition" / "biden.jpg"
@@ -46,15 +46,20 @@ def rgb_frames(path: Path) -> list[np.ndarray]:
         return [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
 
 
+OWN_PHOTO = {"720p": FACES / "face_recognition" / "obama-720p.jpg",
+             "1080p": FACES / "face_recognition" / "obama-1080p.jpg"}  # what portrait_clip films
+
+
 def portrait_clip(path: Path, size: tuple[int, int], frames: int) -> None:
     """A slow hand-held-like move over a portrait: pan, zoom and a little sway; one face the whole time."""
-    photo = load(FACES / "face_recognition" / "obama-1080p.jpg" if size[1] > 720 else
-                 FACES / "face_recognition" / "obama-720p.jpg")
+    photo = load(OWN_PHOTO["1080p"] if size[1] > 720 else OWN_PHOTO["720p"])
     face = OBAMA_720P if size[1] <= 720 else tuple(v * 1.5 for v in OBAMA_720P)
     write_clip(path, [camera(photo, size, i / max(1, frames - 1), face, pan=0.1, zoom=0.15,
                              turn=3 * np.sin(i / 7)) for i in range(frames)], fps=30)
 
 
+VARIANT_TITLES = {"stream_weights": "The segmenter's running average in video, weight by weight",
+                  "roi_extents": "The region FaceMesh follows a face in, extent by extent"}
 STAGES = ("decode", "track", "fuse", "render", "segment", "blend", "label", "encode", "encode_wait", "assemble")
 
 
@@ -168,7 +173,7 @@ def self_swap_rows(fuser: Fuser, clips: dict[str, Path]) -> list[str]:
              "it is the same person).", "", "| clip | smoothing | motion | jitter | flicker |", "|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as folder:
         for name, clip in clips.items():
-            own = FACES / "face_recognition" / ("obama-1080p.jpg" if name == "1080p" else "obama-720p.jpg")
+            own = OWN_PHOTO[name]
             target = rgb_frames(clip)
             for smoothing in (True, False):
                 out = Path(folder) / "self.mp4"
@@ -181,36 +186,39 @@ def self_swap_rows(fuser: Fuser, clips: dict[str, Path]) -> list[str]:
     return [*lines, ""]
 
 
-def stream_weight_rows(fuser: Fuser, judge: IdentityJudge, clips: dict[str, Path], weights: list[float]) -> list[str]:
-    """Stability and identity per clip with the segmenter's running average at each of ``weights`` (the weight of
-    a group's own probabilities, :data:`facefuse.fusion.occlusion.STREAM_WEIGHT`; 1.0 = each group's masks carried
-    unchanged, as before the average), default options otherwise."""
-    lines = ["| clip | weight of each group's own masks | motion | jitter | flicker | frames closer to source |",
-             "|---|---|---|---|---|---|"]
+def variant_rows(fuser: Fuser, judge: IdentityJudge, clips: dict[str, tuple[Path, Path]], label: str,
+                 variants: dict[str, Callable[[], contextlib.AbstractContextManager]]) -> list[str]:
+    """Stability and identity per (clip, source) under each variant (a patch of one module constant), default
+    options otherwise; a self-swap (the clip's own photo as the source) gets no identity columns."""
+    lines = [f"| clip | {label} | motion | jitter | flicker | identity cos to source | frames closer to source | "
+             "frames fused |", "|---|---|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as folder:
-        for name, clip in clips.items():
+        for name, (clip, source) in clips.items():
             target = rgb_frames(clip)
-            for weight in weights:
+            for value, patch in variants.items():
                 out = Path(folder) / "out.mp4"
-                with patched_weight(weight):
-                    fuse_video(SOURCE, clip, out, FusionOptions(visible_label=False), VideoOptions(), fuser=fuser)
+                with patch():
+                    result = fuse_video(source, clip, out, FusionOptions(visible_label=False), VideoOptions(),
+                                        fuser=fuser)
                 output = rgb_frames(out)
                 s = stability(fuser, target, output)
                 cells = [f"{s[k + '_output'] - s[k + '_target']:+.4f}" for k in ("motion", "jitter", "flicker")]
-                lines.append(f"| {name} | {weight:.1f} | " + " | ".join(cells) +
-                             f" | {identity(fuser, judge, target, output)[1]:.0%} |")
+                judged = "– | –" if source != SOURCE else "{:.3f} | {:.0%}".format(*identity(fuser, judge, target,
+                                                                                         output))
+                lines.append(f"| {name} | {value} | " + " | ".join(cells) +
+                             f" | {judged} | {result.frames_fused}/{result.frames} |")
                 print(lines[-1], flush=True)
     return lines
 
 
 @contextlib.contextmanager
-def patched_weight(weight: float) -> Iterator[None]:
-    old = occlusion.STREAM_WEIGHT
-    occlusion.STREAM_WEIGHT = weight
+def patched(module, name: str, value: float) -> Iterator[None]:
+    old = getattr(module, name)
+    setattr(module, name, value)
     try:
         yield
     finally:
-        occlusion.STREAM_WEIGHT = old
+        setattr(module, name, old)
 
 
 def main() -> None:
@@ -221,7 +229,10 @@ def main() -> None:
     parser.add_argument("--title", default="Video", help="the section's heading")
     parser.add_argument("--stream-weights", default="", metavar="W,W,...",
                         help="only the stability table with the segmenter's running average at these weights "
-                             "(section video_stream_weight)")
+                             "(section video_stream_weights)")
+    parser.add_argument("--roi-extents", default="", metavar="E,E,...",
+                        help="only the stability table with FaceMesh following faces in these regions (× the mesh's "
+                             "extent; section video_roi_extents)")
     args = parser.parse_args()
     frames, runs, long_frames = (30, 1, 150) if args.quick else (60, 3, 600)
     keep_freed_memory()  # as the CLI does for its process (facefuse.allocator)
@@ -238,19 +249,25 @@ def main() -> None:
             clip = work / f"{name}.mp4"
             portrait_clip(clip, size, frames)
             clips[name] = clip
-        if args.stream_weights:
-            weights = [float(w) for w in args.stream_weights.split(",")]
-            rows = stream_weight_rows(fuser, judge, {f"720p portrait, {frames} frames": clips["720p"],
-                                                     f"1080p portrait, {frames} frames": clips["1080p"],
-                                                     "short_hamilton_clip": HAMILTON}, weights)
-            text = "\n".join([
-                "## The segmenter's running average in video, weight by weight (`benchmarks/video.py --stream-weights`)",
-                "", (f"On {machine()}. Default options (smoothing on, masks every 3) but the weight of each group's "
-                     "own probabilities in the running average the frames of a track carry (1.0: each group's masks "
-                     "carried unchanged, as before the average). Motion, jitter and flicker as in \"Video\" "
-                     "(output − input, ≤ 0 is the goal), to four places; frames closer to source: the judge's "
-                     "per-frame identity."), "", *rows, ""])
-            print(write_section("video_stream_weight", text).read_text())
+        variants = {"stream_weights": ("weight of each group's own masks", occlusion, "STREAM_WEIGHT"),
+                    "roi_extents": ("tracking region ÷ mesh extent", tracking, "TRACKING_EXTENT")}
+        for option, (label, module, constant) in variants.items():
+            values = getattr(args, option)
+            if not values:
+                continue
+            portraits = {f"720p portrait, {frames} frames": (clips["720p"], SOURCE),
+                         f"720p portrait, {frames} frames, self-swap": (clips["720p"], OWN_PHOTO["720p"]),
+                         f"1080p portrait, {frames} frames": (clips["1080p"], SOURCE),
+                         "short_hamilton_clip": (HAMILTON, SOURCE)}
+            rows = variant_rows(fuser, judge, portraits, label, {
+                v: (lambda v=v: patched(module, constant, float(v))) for v in values.split(",")})
+            text = "\n".join([f"## {VARIANT_TITLES[option]} (`benchmarks/video.py --{option.replace('_', '-')}`)", "",
+                              (f"On {machine()}. Default options (smoothing on, masks every 3) but `{constant}` "
+                               f"({module.__name__}). Motion, jitter and flicker as in \"Video\" (output − input, "
+                               "≤ 0 is the goal), to four places; identity: MobileFaceNet's cosine to the source and "
+                               "the share of frames closer to it than to the frame's own face (not for the "
+                               "self-swap)."), "", *rows, ""])
+            print(write_section(f"video_{option}", text).read_text())
             return
         lines += speed_rows(fuser, {f"720p portrait, one face, {frames} frames": clips["720p"],
                                     f"1080p portrait, one face, {frames} frames": clips["1080p"],

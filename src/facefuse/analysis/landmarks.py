@@ -53,8 +53,9 @@ def roi_from_eyes(centre: np.ndarray, eye_a: np.ndarray, eye_b: np.ndarray, size
     return Roi(float(centre[0]), float(centre[1]), float(size), float(np.arctan2(delta[1], delta[0])))
 
 
-def roi_from_mesh(mesh: np.ndarray) -> Roi:
-    """Region around a previous mesh: same rotation rule, side = 1.5× the mesh's extent in the levelled frame."""
+def roi_from_mesh(mesh: np.ndarray, extent: float = 1.5) -> Roi:
+    """Region around a previous mesh: same rotation rule, side = ``extent`` × the mesh's extent in the levelled
+    frame."""
     eye_a = mesh[[RIGHT_EYE_OUTER, RIGHT_EYE_INNER], :2].mean(0)
     eye_b = mesh[[LEFT_EYE_INNER, LEFT_EYE_OUTER], :2].mean(0)
     angle = float(np.arctan2(eye_b[1] - eye_a[1], eye_b[0] - eye_a[0]))
@@ -63,7 +64,7 @@ def roi_from_mesh(mesh: np.ndarray) -> Roi:
     lo, hi = levelled.min(0), levelled.max(0)
     centre_l = (lo + hi) / 2
     centre = centre_l @ np.array([[cos, sin], [-sin, cos]])
-    return Roi(float(centre[0]), float(centre[1]), float(max(hi - lo) * 1.5), angle)
+    return Roi(float(centre[0]), float(centre[1]), float(max(hi - lo) * extent), angle)
 
 
 class FaceMesh:

@@ -42,6 +42,12 @@ PRESENCE_MIN = 0.5  # FaceMesh face-presence below this: the face was lost
 IOU_MATCH = 0.3  # a detection and a followed face overlapping this much are the same face
 MISSED_DETECTIONS = 2  # a followed face no detection confirms this many times in a row is dropped
 LOST_MEMORY = 32  # lost tracks kept for re-identification
+# the region FaceMesh follows a face in, as a multiple of its last mesh's extent: the framing a detected face gets
+# (the analysis' region from the detector's box is ~6 % smaller than 1.5× the mesh it yields: 1.06 on four
+# portraits, 1.02–1.11). At 1.5 the followed meshes sat ~2 px from a detected face's and the fused frames lost
+# identity against the photo path on the same frames (issue 19, per-frame identity: MobileFaceNet cosine to the
+# source 0.322 photo path, 0.275 with the followed mesh in its place); benchmarks/video.py --roi-extents
+TRACKING_EXTENT = 1.41
 REID_GEOMETRY = 0.12  # the most the normalised mesh shapes may differ for the same person
 REID_COLOUR = 0.75  # the least Bhattacharyya coefficient of skin-colour histograms for the same person
 SIGNATURE_WEIGHT = 0.2  # running average of a track's signature at each detection
@@ -280,8 +286,8 @@ class FaceTracker:
         active = [t for t in self.tracks if t.active]
         if not active:
             return
-        for track, (mesh, presence) in zip(active, self.analyzer.mesh.run(image, [roi_from_mesh(t.mesh)
-                                                                                  for t in active])):
+        for track, (mesh, presence) in zip(active, self.analyzer.mesh.run(
+                image, [roi_from_mesh(t.mesh, TRACKING_EXTENT) for t in active])):
             if presence < PRESENCE_MIN:
                 track.active = False
             else:
