@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import platform
 import statistics
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import onnxruntime
@@ -91,3 +93,14 @@ def child_run(argv: list[str]) -> tuple[float, float]:
     if int(exit_code) != 0:
         raise RuntimeError(f"{argv} failed: {stderr}")
     return float(wall), int(max_rss_kb) / 1024
+
+
+@contextlib.contextmanager
+def replaced(module, name: str, value) -> Iterator[None]:
+    """``module.name`` set to ``value`` for the block (a benchmark's variant of one constant or function)."""
+    old = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, old)

@@ -18,7 +18,7 @@ from pathlib import Path
 from collections.abc import Callable, Iterator
 
 import numpy as np
-from common import machine, write_section
+from common import machine, replaced, write_section
 from naturalness import Bench, Gallery, Tally, photo_sets, worst_sheets
 
 from facefuse.analysis.segmentation import HAIR
@@ -26,16 +26,6 @@ from facefuse.fusion import blend, detail, mesh_engine, occlusion, relight, shad
 from facefuse.stages import segment
 from facefuse.fusion.engine import FusionOptions
 from facefuse.geometry.regions import face_masks, feather, feature_zone
-
-
-@contextlib.contextmanager
-def replaced(module, name: str, value) -> Iterator[None]:
-    old = getattr(module, name)
-    setattr(module, name, value)
-    try:
-        yield
-    finally:
-        setattr(module, name, old)
 
 
 def _no_relight(face_lab, target_lab, face_skin, target_skin, face_width):

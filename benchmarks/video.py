@@ -15,12 +15,12 @@ import resource
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import cv2
 import numpy as np
-from common import FACES, REPO, SHARED, machine, median, write_section
+from common import FACES, REPO, SHARED, machine, median, replaced, write_section
 
 sys.path.insert(0, str(REPO / "tests"))
 import itertools
@@ -211,16 +211,6 @@ def variant_rows(fuser: Fuser, judge: IdentityJudge, clips: dict[str, tuple[Path
     return lines
 
 
-@contextlib.contextmanager
-def patched(module, name: str, value: float) -> Iterator[None]:
-    old = getattr(module, name)
-    setattr(module, name, value)
-    try:
-        yield
-    finally:
-        setattr(module, name, old)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="short clips, one run each")
@@ -260,7 +250,7 @@ def main() -> None:
                          f"1080p portrait, {frames} frames": (clips["1080p"], SOURCE),
                          "short_hamilton_clip": (HAMILTON, SOURCE)}
             rows = variant_rows(fuser, judge, portraits, label, {
-                v: (lambda v=v: patched(module, constant, float(v))) for v in values.split(",")})
+                v: (lambda v=v: replaced(module, constant, float(v))) for v in values.split(",")})
             text = "\n".join([f"## {VARIANT_TITLES[option]} (`benchmarks/video.py --{option.replace('_', '-')}`)", "",
                               (f"On {machine()}. Default options (smoothing on, masks every 3) but `{constant}` "
                                f"({module.__name__}). Motion, jitter and flicker as in \"Video\" (output − input, "
