@@ -134,7 +134,7 @@ def _features_at_full(grow_fraction: float, full_from: float = 0.9) -> Callable:
     def masks(points, size, feature, **kwargs):
         mask, keep, region = face_masks(points, size, feature, **kwargs)
         if feature > 0:
-            zone = feather(feature_zone(points, size, grow_fraction).astype(np.float32), size / 40.0)
+            zone = feather(feature_zone(points, size, grow_fraction=grow_fraction).astype(np.float32), size / 40.0)
             mask = np.maximum(mask, np.minimum(zone, mask / feature) * min(1.0, feature / full_from))
         return mask, keep, region
     return masks

@@ -220,3 +220,21 @@ def test_brows_take_the_targets_hue_not_the_sources_coloured_light(fuser, faces_
     toned = violet_pixels(FusionOptions(visible_label=False))
     assert kept > 300, kept  # the violet is really there when the source's colour is kept
     assert toned < 0.1 * kept, (toned, kept)
+
+
+def test_the_skin_mask_drawn_in_the_faces_box_is_the_whole_crops(fuser, faces_dir):
+    """skin_mask draws in the mesh's box grown by the features' growth: the same pixels as the definition drawn over
+    the whole crop (the oval without the grown brows, eyes and lips), also for a face cut by the crop's edge, where
+    a box too tight would lose a feature's growth into the skin."""
+    from facefuse.geometry.regions import FACE_OVAL, feature_zone, polygon_mask, shrink, skin_mask
+
+    # a group photo's faces: small, some turned, so a feature's growth reaches past the shrunk oval (a box drawn
+    # round the oval alone failed here)
+    for face in fuser.analyze(faces_dir / "dlib-faces" / "2007_007763.jpg").faces:
+        points = face.landmarks[:, :2].astype(np.float64)
+        centre, width = points.mean(0), float(np.ptp(points[FACE_OVAL, 0]))
+        for size, shift in itertools.product((128, 256, 432), (0.0, 0.3, -0.45)):
+            placed = (points - centre) * (0.55 * size / width) + size * (0.5 + shift)
+            whole = polygon_mask(shrink(placed[FACE_OVAL], 0.92), size) * (1.0 - feature_zone(placed, size))
+            assert whole.any()
+            np.testing.assert_array_equal(skin_mask(placed, size), whole)

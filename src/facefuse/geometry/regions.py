@@ -14,6 +14,8 @@ LEFT_EYE = np.array([263, 249, 390, 373, 374, 380, 381, 382, 362, 398, 384, 385,
 RIGHT_BROW = np.array([46, 53, 52, 65, 55, 70, 63, 105, 66, 107])
 LEFT_BROW = np.array([276, 283, 282, 295, 285, 300, 293, 334, 296, 336])
 
+FEATURE_GROWTH = 0.04  # of the face width: how far lashes, eye shadow and lip edges reach beyond the features' points
+
 MOUTH_GROUP = np.union1d(LIPS_OUTER, LIPS_INNER)
 # Points whose layout is identity rather than expression: eye corners, brows, nose bridge, tip and wings.
 IDENTITY_POINTS = np.concatenate([[33, 133, 362, 263], RIGHT_BROW, LEFT_BROW,
@@ -47,15 +49,27 @@ def shrink(points: np.ndarray, factor: float, centre: np.ndarray | None = None) 
 
 def skin_mask(points: np.ndarray, size: int) -> np.ndarray:
     """Bare skin of a face mesh in crop pixels (float32 0/1): the oval without brows, eyes and lips, each feature
-    grown by ~4 % of the face width so lashes, eye shadow and lip edges do not count as skin."""
-    return polygon_mask(shrink(points[FACE_OVAL], 0.92), size) * (1.0 - feature_zone(points, size))
+    grown by ~4 % of the face width so lashes, eye shadow and lip edges do not count as skin. Drawn in the mesh's
+    box grown by the features' growth only: the same pixels for about half the work on a face-sized crop."""
+    reach = int(FEATURE_GROWTH * float(np.ptp(points[FACE_OVAL, 0]))) + 2
+    x0, y0 = np.maximum(np.floor(points[:, :2].min(0)).astype(int) - reach, 0)
+    x1, y1 = np.minimum(np.ceil(points[:, :2].max(0)).astype(int) + reach + 1, size)
+    out = np.zeros((size, size), np.float32)
+    if x1 <= x0 or y1 <= y0:
+        return out
+    offset = np.array([x0, y0], np.float64)
+    local = points[:, :2] - offset
+    out[y0:y1, x0:x1] = polygon_mask(shrink(points[FACE_OVAL], 0.92) - offset, (y1 - y0, x1 - x0)) * (
+        1.0 - feature_zone(local, (y1 - y0, x1 - x0)))
+    return out
 
 
-def feature_zone(points: np.ndarray, size: int, grow_fraction: float = 0.04) -> np.ndarray:
+def feature_zone(points: np.ndarray, size: int | tuple[int, int], grow_fraction: float = FEATURE_GROWTH
+                 ) -> np.ndarray:
     """The brows, eyes and lips of a face mesh in crop pixels (uint8 0/1), each grown by ``grow_fraction`` of the
-    face width."""
+    face width. ``size``: the crop's side, or (height, width) of a part of it."""
     grow = max(1, int(grow_fraction * float(np.ptp(points[FACE_OVAL, 0]))))
-    features = np.zeros((size, size), np.uint8)
+    features = np.zeros((size, size) if np.ndim(size) == 0 else size, np.uint8)
     for group in (RIGHT_BROW, LEFT_BROW, RIGHT_EYE, LEFT_EYE, LIPS_OUTER):
         hull = cv2.convexHull(np.round(points[group, :2]).astype(np.int32))
         cv2.fillConvexPoly(features, hull, 1)
