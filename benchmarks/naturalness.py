@@ -263,13 +263,13 @@ def worst_sheets(bench: Bench, name: str, cases: list[Case]) -> None:
 
 
 def lighting_rows(bench: Bench, sets: dict[str, PhotoSet], modes: list[str], people_per_set: int,
-                  tag: str) -> list[str]:
+                  tag: str, eyes: str = "auto") -> list[str]:
     """Per set and mask mode: self-swaps (another photo of the same person), cross-person pairs (identity judged
     against each person's last photo, never fused, of every person of the set), the hard photos as targets, and the
     same file fused with itself; ``people_per_set`` (0: all) people of each set are fused, so a run stays short."""
     rows: list[str] = []
     for mode in modes:
-        options = FusionOptions(visible_label=False, segmentation=mode)
+        options = FusionOptions(visible_label=False, segmentation=mode, eyes=eyes)
         for set_name, photo_set in sets.items():
             people = photo_set.people
             names = list(people)
@@ -341,6 +341,7 @@ def step_timings(bench: Bench, runs: int = 10) -> list[str]:
     timed(blend, "relight", "shading transfer (light=shading, default)")
     timed(blend, "match_detail", "skin detail matching (paste-back)")
     timed(mesh_engine, "tone_makeup", "make-up toning (makeup=target, default)")
+    timed(mesh_engine, "source_eyes", "whose eyes: the gaze check (eyes=auto, default)")
     source, target = FACES / "face_recognition/biden.jpg", FACES / "face_recognition/obama-720p.jpg"
     stages: dict[str, list[float]] = {}
     for run in range(2 * runs + 2):  # the two light choices interleaved, one warm-up each
@@ -379,8 +380,8 @@ def paste_occluder(image: np.ndarray, face) -> tuple[np.ndarray, np.ndarray]:
     return out, np.maximum(mask, bar) > 0
 
 
-def occluder_rows(bench: Bench, sets: dict[str, PhotoSet],
-                  modes: list[str]) -> tuple[list[str], list[np.ndarray]]:
+def occluder_rows(bench: Bench, sets: dict[str, PhotoSet], modes: list[str],
+                  eyes: str = "auto") -> tuple[list[str], list[np.ndarray]]:
     """PSNR inside the pasted occluder for each segmentation mode; the sheet's rows: the occluded target, then the
     first six pairs' results, one column per mode."""
     rows, tiles = [], {}
@@ -392,7 +393,8 @@ def occluder_rows(bench: Bench, sets: dict[str, PhotoSet],
             face = max(analysis.faces, key=lambda f: f.area)
             occluded, mask = paste_occluder(analysis.image, face)
             try:
-                result = bench.fuser.fuse(source, occluded, FusionOptions(visible_label=False, segmentation=mode))
+                result = bench.fuser.fuse(source, occluded, FusionOptions(visible_label=False, segmentation=mode,
+                                                                          eyes=eyes))
             except FacefuseError:
                 continue
             diff = result.image[mask].astype(np.float64) - occluded[mask].astype(np.float64)
@@ -425,7 +427,7 @@ def hair_band(face, shape) -> np.ndarray:
     return mask > 0
 
 
-def hair_leak_rows(bench: Bench, sources: list[Path], targets: list[Path]) -> list[str]:
+def hair_leak_rows(bench: Bench, sources: list[Path], targets: list[Path], eyes: str = "auto") -> list[str]:
     """Share of the target's forehead that moved ≥ 10 Lab units toward the source's hair colour (sampled in a band
     above the source's face oval)."""
     rows = []
@@ -441,7 +443,8 @@ def hair_leak_rows(bench: Bench, sources: list[Path], targets: list[Path]) -> li
                 if hair is None or target == source:
                     continue
                 try:
-                    result = bench.fuser.fuse(source, target, FusionOptions(visible_label=False, segmentation=mode))
+                    result = bench.fuser.fuse(source, target, FusionOptions(visible_label=False, segmentation=mode,
+                                                                            eyes=eyes))
                 except FacefuseError:
                     continue
                 tgt = bench.fuser.analyze(target)
@@ -490,6 +493,8 @@ def main() -> None:
                         help="comma-separated: face-api-js, knn_examples, att-faces, hard")
     parser.add_argument("--people", type=int, default=0, help="people per set (0: all): a shorter run")
     parser.add_argument("--modes", default="auto,off", help="segmentation modes to measure")
+    parser.add_argument("--eyes", default="auto", choices=["auto", "target", "source"],
+                        help="whose eyes the fusions show (FusionOptions.eyes)")
     parser.add_argument("--parts", default="table,timings,occluders,hair,yaw",
                         help="what to measure: table (identity, lighting, smear, sharpness), timings, occluders, "
                              "hair, yaw")
@@ -500,7 +505,7 @@ def main() -> None:
     parts = set(args.parts.split(","))
     bench = Bench()
     sets = photo_sets(args.sets.split(","))
-    lighting = lighting_rows(bench, sets, args.modes.split(","), args.people, args.tag) if "table" in parts else []
+    lighting = lighting_rows(bench, sets, args.modes.split(","), args.people, args.tag, args.eyes) if "table" in parts else []
     lines = [
         f"## {args.title} (`benchmarks/naturalness.py`)",
         "",
@@ -535,7 +540,7 @@ def main() -> None:
         lines += ["", "### Speed of the light, detail and make-up steps (720p target, warm, medians of 10 runs per light choice)", "",
                   "| step | wall ms | CPU ms |", "|---|---|---|", *step_timings(bench)]
     if "occluders" in parts:
-        occluder, occluder_sheet = occluder_rows(bench, sets, args.modes.split(","))
+        occluder, occluder_sheet = occluder_rows(bench, sets, args.modes.split(","), args.eyes)
         save_sheet("naturalness_occluders", occluder_sheet)
         lines += [
             "",
@@ -551,7 +556,7 @@ def main() -> None:
     if "hair" in parts:
         long_hair = [FACE_API / f"{p}/{p}{i}.png" for p in ("penny", "bernadette", "amy") for i in (1, 2)]
         targets = [FACE_API / f"{p}/{p}1.png" for p in ("howard", "leonard", "raj", "sheldon")]
-        hair = hair_leak_rows(bench, long_hair, targets)
+        hair = hair_leak_rows(bench, long_hair, targets, args.eyes)
         lines += [
             "",
             "### Hair leak (long-haired sources with a fringe onto short-haired targets)",

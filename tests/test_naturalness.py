@@ -18,6 +18,7 @@ from facefuse.config import AnalysisConfig, QualityConfig
 from facefuse.errors import ErrorCode, FacefuseError
 from facefuse.fusion.engine import FusionOptions
 from facefuse.fusion.mesh_engine import mirror_fill
+from facefuse.geometry.regions import LEFT_EYE, RIGHT_EYE
 from facefuse.pipeline import Fuser, FuserConfig
 from facefuse_eval.lighting import lighting_error
 
@@ -238,3 +239,28 @@ def test_the_skin_mask_drawn_in_the_faces_box_is_the_whole_crops(fuser, faces_di
             whole = polygon_mask(shrink(placed[FACE_OVAL], 0.92), size) * (1.0 - feature_zone(placed, size))
             assert whole.any()
             np.testing.assert_array_equal(skin_mask(placed, size), whole)
+
+
+def test_the_source_eyes_where_the_two_gazes_agree_the_targets_where_they_do_not(fuser, faces_dir):
+    """eyes="auto": Biden onto Obama (both look into the camera) shows Biden's eyes — the output is eyes="source"'s,
+    and differs from eyes="target"'s in the eyes; Yang Mi's selfie (she looks aside) onto a photo that looks into
+    the camera keeps the target's eyes and gaze — the output is eyes="target"'s."""
+    hard = faces_dir / "hard" / "same-person"
+    cases = [(faces_dir / "face_recognition" / "biden.jpg", faces_dir / "face_recognition" / "obama-720p.jpg", "source"),
+             (hard / "yang_mi" / "01_selfie_indoor_ambient.jpg",
+              hard / "scarlett_johansson" / "01_evening_flash_dark_bg.jpg", "target")]
+    for source, target, expected in cases:
+        out = {eyes: fuser.fuse(source, target, FusionOptions(visible_label=False, eyes=eyes)).image
+               for eyes in ("auto", "source", "target")}
+        other = "target" if expected == "source" else "source"
+        np.testing.assert_array_equal(out["auto"], out[expected])
+        # the two choices differ, and only in and around the eyes: a few hundred pixels, not the face
+        changed = np.abs(out["source"].astype(int) - out["target"].astype(int)).max(axis=2) > 8
+        face = fuser.analyze(target).faces[0]
+        eyes = np.concatenate([face.landmarks[LEFT_EYE, :2], face.landmarks[RIGHT_EYE, :2]])
+        ys, xs = np.nonzero(changed)
+        assert len(ys) > 50, f"{source.name}: eyes=source and eyes=target gave the same output"
+        near = ((xs >= eyes[:, 0].min() - 10) & (xs <= eyes[:, 0].max() + 10)
+                & (ys >= eyes[:, 1].min() - 10) & (ys <= eyes[:, 1].max() + 10))
+        assert near.mean() > 0.9, f"{source.name}: {1 - near.mean():.0%} of the changed pixels lie away from the eyes"
+        assert not np.array_equal(out["auto"], out[other])

@@ -40,15 +40,15 @@ def rendered(fuser, source, frame: np.ndarray, options: FusionOptions, carry: St
 
 
 def recording() -> tuple[StreamCarry, list]:
-    """A carry that measures everything and keeps what it measured (triangles, toning, mirror fill)."""
-    kept: list = [None, None, None]
+    """A carry that measures everything and keeps what it measured (triangles, toning, mirror fill, eyes)."""
+    kept: list = [None, None, None, None]
 
     def turn(k: int):
         def measure(compute):
             kept[k] = compute()
             return kept[k]
         return measure
-    return StreamCarry(*(turn(k) for k in range(3))), kept
+    return StreamCarry(*(turn(k) for k in range(4))), kept
 
 
 def test_a_track_carries_its_mirror_fill_through_a_group(fuser, faces_dir: Path, frames: list[np.ndarray]):
@@ -68,16 +68,22 @@ def test_a_track_carries_its_mirror_fill_through_a_group(fuser, faces_dir: Path,
     # the second frame's render is the one given the first frame's triangles, toning and mirror fill ...
     lead, kept = recording()
     rendered(fuser, source, frames[0], options, lead)
-    replay = StreamCarry(*(lambda compute, k=k: kept[k] for k in range(3)))
+    replay = StreamCarry(*(lambda compute, k=k: kept[k] for k in range(4)))
     assert np.array_equal(carried[1], rendered(fuser, source, frames[1], options, replay)[2].crop)
     # ... which the one that measures its own mirror fill matches (the fill is one side of a line across the face,
     # the same on both frames: issue 17 item 4) ...
-    own_mirror = StreamCarry(lambda compute: kept[0], lambda compute: kept[1], lambda compute: compute())
+    own_mirror = StreamCarry(lambda compute: kept[0], lambda compute: kept[1], lambda compute: compute(),
+                             lambda compute: kept[3])
     assert np.array_equal(carried[1], rendered(fuser, source, frames[1], options, own_mirror)[2].crop)
     # ... while the render takes the fill the carry hands it: a weaker one changes it
     partners, weights = kept[2]
-    weaker = StreamCarry(lambda compute: kept[0], lambda compute: kept[1], lambda compute: (partners, weights / 2))
+    weaker = StreamCarry(lambda compute: kept[0], lambda compute: kept[1], lambda compute: (partners, weights / 2),
+                         lambda compute: kept[3])
     assert not np.array_equal(carried[1], rendered(fuser, source, frames[1], options, weaker)[2].crop)
+    # and the eyes the group's first frame chose: the other choice keeps another interior of the target
+    chosen = rendered(fuser, source, frames[1], options, replay)[2].keep_target
+    other = StreamCarry(*(lambda compute, k=k: kept[k] for k in range(3)), lambda compute: not kept[3])
+    assert not np.array_equal(chosen, rendered(fuser, source, frames[1], options, other)[2].keep_target)
 
 
 def test_a_groups_frames_share_the_segmenter_planes_and_another_crop_size_rescales_them(

@@ -85,6 +85,10 @@ class FusionOptions(Options):
         "target", "Make-up", "target: the source's lipstick and eye shadow toned to the target's own lips and eyelids, "
         "and a coloured light's cast on its brows to the target's brows (make-up and light are colour, not identity); source: "
         "the source's make-up and brow colour are kept (a make-up try-on)")
+    eyes: Literal["auto", "target", "source"] = option(
+        "auto", "Eyes", "auto: the source's eyes (iris and sclera: a large part of the likeness) where the source "
+        "and the target look the same way and the target's eyes are open, else the target's; target: always the "
+        "target's eyes (its gaze); source: always the source's (its gaze too)")
     segmentation: Literal["auto", "whole", "off"] = option(
         "auto", "Keep what covers the face", "auto: the trained segmenter keeps the target's glasses, fringe and "
         "hands on top and the source's hair out, when the licence setting allows it (else the classic masks, with "
@@ -145,13 +149,14 @@ CarryTurn = Callable[[Callable[[], Any]], Any]
 @dataclass(frozen=True, eq=False)
 class StreamCarry:
     """What the render of a video or live frame takes from an earlier frame of the same tracked face: the face's
-    triangles (its topology), its make-up toning and its mirror fill, measured on the first frame of each group of
+    triangles (its topology), its make-up toning, its mirror fill and whose eyes it shows, measured on the first frame of each group of
     frames and reused by the others (issue 19: 1.3 and 4.9 ms of a live frame's 26 ms render; the mirror fill, paid
     only where source and target are turned more than 30° apart, ~8 ms). A photo has none: all is measured."""
 
     topology: CarryTurn
     toning_turn: CarryTurn
     mirror: CarryTurn
+    eyes: CarryTurn  # whose eyes (``eyes="auto"``), decided on a group's first frame
 
     def toning(self, size: int, measure: Callable[[], tuple[np.ndarray, Any]],
                apply: Callable[[Any], np.ndarray]) -> np.ndarray:

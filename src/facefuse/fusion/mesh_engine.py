@@ -23,8 +23,9 @@ from ..analysis.types import Face
 from ..geometry import align, mesh
 from ..geometry.align import crop_template
 from ..geometry.regions import (FACE_OVAL, IDENTITY_POINTS, LIPS_INNER, LIPS_OUTER, MOUTH_GROUP, face_masks, feather,
-                                polygon_mask, shrink, skin_mask)
+                                kept_interior, polygon_mask, shrink, skin_mask)
 from .albedo import apply_toning, tone_makeup
+from .eyes import source_eyes
 from .blend import changed_box
 from .engine import FusionOptions, RenderedFace, SourceFace, StreamCarry
 from .shading import mirrored, normal_maps, vertex_normals
@@ -327,6 +328,8 @@ class MeshFusionEngine:
             mirror_texture = photo_warp(source.payload["image"], source_to_crop, tables[2])
             weight = np.clip(tables[3][0], 0.0, 1.0)
             warped_source = cv2.blendLinear(mirror_texture, warped_source, weight, 1.0 - weight)
+        if source_eyes(options, warped_source, warped_target, dest, carry):
+            keep = kept_interior(dest, size, eyes=False)
         skin = skin_mask(dest, size)
         if options.makeup == "target":
             if carry is None:

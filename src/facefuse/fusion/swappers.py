@@ -23,11 +23,12 @@ from onnx import numpy_helper
 from ..analysis.types import Face
 from ..errors import ErrorCode, FacefuseError
 from ..geometry import align
-from ..geometry.regions import face_masks
+from ..geometry.regions import face_masks, kept_interior
 from ..models import ModelStore, sha256_of
 from ..models.swappers import EMBEDDING, SWAPPERS, SwapperModel
 from ..runtime import Runtime
 from .engine import FusionOptions, RenderedFace, SourceFace, StreamCarry
+from .eyes import source_eyes
 from .recognizer import RECOGNIZERS, Recognizer, l2_normalise
 from .templates import NORMS, aligned_crop, alignment_matrix
 
@@ -146,6 +147,8 @@ class SwapperEngine:
         (out,) = self.swap(source.payload["source"], target_crop[None])
         points = align.apply(matrix, target_face.landmarks)[:, :2]
         mask, keep, region = face_masks(points, self.spec.size, options.feature_degree / 100.0)
+        if source_eyes(options, out, target_crop, points, carry):
+            keep = kept_interior(points, self.spec.size, eyes=False)
         return RenderedFace(crop=out, target_crop=target_crop, mask=mask, matrix=matrix, keep_target=keep,
                             region=region)
 

@@ -89,6 +89,12 @@ def face_masks(points: np.ndarray, size: int, feature: float, region_scale: floa
     """
     edge = size / 40.0
     mask = feather(polygon_mask(shrink(points[FACE_OVAL], mask_scale), size), edge)
-    keep = polygon_mask(points[LIPS_INNER], size, points[LEFT_EYE], points[RIGHT_EYE])
     region = feather(polygon_mask(shrink(points[FACE_OVAL], region_scale), size), edge * region_feather)
-    return mask * feature, feather(keep, edge / 4), np.maximum(region, mask)
+    return mask * feature, kept_interior(points, size), np.maximum(region, mask)
+
+
+def kept_interior(points: np.ndarray, size: int, eyes: bool = True) -> np.ndarray:
+    """What stays the target's inside the face (feathered): its mouth interior (teeth, tongue) and, with ``eyes``,
+    its eyes' openings (:mod:`facefuse.fusion.eyes` says when the source's eyes are used instead)."""
+    openings = (points[LEFT_EYE], points[RIGHT_EYE]) if eyes else ()
+    return feather(polygon_mask(points[LIPS_INNER], size, *openings), size / 160.0)

@@ -41,7 +41,8 @@ class Render(Stage):
         if record.face.carry is not None or face is None or self.memo is None:
             return record.face.carry
         memo, key = self.memo, ("topology", record.aligned.matrix.tobytes())
-        return StreamCarry(topology=lambda compute: memo.get(face, key, compute), toning_turn=_now, mirror=_now)
+        return StreamCarry(topology=lambda compute: memo.get(face, key, compute), toning_turn=_now, mirror=_now,
+                           eyes=_now)
 
 
 def _now(compute: Callable[[], Any]) -> Any:

@@ -1,6 +1,6 @@
 """What the frames of one tracked face share, in frame order: the running colour average (:mod:`.smoothing`), and
 carried between its frames in groups of ``masks_every`` (:mod:`.parsing`) the segmenter output and the render's
-face triangles, make-up toning and mirror fill (:class:`~facefuse.fusion.engine.StreamCarry`) — one place for video
+face triangles, make-up toning, mirror fill and choice of eyes (:class:`~facefuse.fusion.engine.StreamCarry`) — one place for video
 and live.
 
 The tracking thread takes each frame's turns in frame order; the frame's stages use them on whichever thread fuses
@@ -19,14 +19,14 @@ from .tracking import TrackedFace
 
 
 class FaceTurns:
-    """Per track id: its colour average and its carried segmenter output, face triangles, make-up toning and mirror
-    fill."""
+    """Per track id: its colour average and its carried segmenter output, face triangles, make-up toning, mirror
+    fill and choice of eyes."""
 
     def __init__(self, video: VideoOptions) -> None:
         self.video = video
         self.colour: dict[int, LutAverage] = {}
         self.parsing: dict[int, ParsingCarry] = {}
-        self.render: dict[int, tuple[ParsingCarry, ...]] = {}  # triangles, toning, mirror fill
+        self.render: dict[int, tuple[ParsingCarry, ...]] = {}  # triangles, toning, mirror fill, eyes
 
     def take(self, faces: list[TrackedFace], cut: bool) -> tuple[list[TargetFace], list[LutTurn | ParsingTurn]]:
         """This frame's faces for the stages, with their turns, and the turns to close after the frame (``cut``: a
@@ -39,7 +39,7 @@ class FaceTurns:
         every = self.video.masks_every
         self.parsing = {f.track_id: self.parsing.get(f.track_id) or ParsingCarry(every, chained=True)
                         for f in faces}
-        self.render = {f.track_id: self.render.get(f.track_id) or tuple(ParsingCarry(every) for _ in range(3))
+        self.render = {f.track_id: self.render.get(f.track_id) or tuple(ParsingCarry(every) for _ in range(4))
                        for f in faces}
         targets, turns = [], []
         for tracked in faces:
