@@ -25,7 +25,7 @@ from facefuse.analysis.segmentation import HAIR
 from facefuse.fusion import blend, detail, mesh_engine, occlusion, relight, shading
 from facefuse.stages import segment
 from facefuse.fusion.engine import FusionOptions
-from facefuse.geometry.regions import LIPS_INNER, face_masks, feather, feature_zone, polygon_mask
+from facefuse.geometry.regions import face_masks, feather, feature_zone
 
 
 def _no_relight(face_lab, target_lab, face_skin, target_skin, face_width):
@@ -140,13 +140,6 @@ def _features_at_full(grow_fraction: float, full_from: float = 0.9) -> Callable:
     return masks
 
 
-def _mouth_kept_only(points, size, feature, **kwargs):
-    """The render's masks with only the target's mouth interior kept: the eyes (iris, sclera) the source's."""
-    mask, _, region = face_masks(points, size, feature, **kwargs)
-    keep = feather(polygon_mask(points[LIPS_INNER], size), size / 160.0)
-    return mask, keep, region
-
-
 _DEGREES_100_SEGMENTATION_OFF = {"segmentation": "off", "feature_degree": 100.0, "profile_degree": 100.0}
 
 
@@ -206,8 +199,9 @@ VARIANTS: dict[str, tuple[dict, Callable[[], contextlib.AbstractContextManager]]
         mesh_engine, "destination_geometry", _all_the_way(mesh_engine.destination_geometry, 4))),
     "feature degree 90: the source's appearance at 100 %": ({}, lambda: replaced(
         mesh_engine, "face_masks", _all_the_way(mesh_engine.face_masks, 2))),
-    "the target's eyes not kept (the source's iris and sclera)": ({}, lambda: replaced(
-        mesh_engine, "face_masks", _mouth_kept_only)),
+    "the target's eyes not kept (the source's iris and sclera)": ({"eyes": "source"}, contextlib.nullcontext),
+    "the target's eyes kept (eyes=target, the default before eyes=auto)": ({"eyes": "target"},
+                                                                           contextlib.nullcontext),
     "paste-back mask shrunk to 95 % of the oval (before)": ({}, lambda: replaced(mesh_engine, "MASK_SCALE", 0.95)),
     "target resampled twice (align crop and render)": ({}, lambda: replaced(
         mesh_engine.MeshFusionEngine, "render", _render_from_crop)),

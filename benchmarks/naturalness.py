@@ -318,7 +318,7 @@ def yaw_split_rows(by_yaw: dict[bool, Tally], label: str, mode: str) -> list[str
             by_yaw[True].row(f"{label}, target turned ≥ {TURNED_YAW:.0f}°, segmentation={mode}")]
 
 
-def step_timings(bench: Bench, runs: int = 10) -> list[str]:
+def step_timings(bench: Bench, eyes: str = "auto", runs: int = 10) -> list[str]:
     """ms (wall and CPU, medians of ``runs`` warm fusions of a 720p pair) of the steps issue 17 added, timed by
     wrapping them where the pipeline calls them, beside the render, relight and blend stages that hold them."""
     import time
@@ -341,12 +341,13 @@ def step_timings(bench: Bench, runs: int = 10) -> list[str]:
     timed(blend, "relight", "shading transfer (light=shading, default)")
     timed(blend, "match_detail", "skin detail matching (paste-back)")
     timed(mesh_engine, "tone_makeup", "make-up toning (makeup=target, default)")
-    timed(mesh_engine, "source_eyes", "whose eyes: the gaze check (eyes=auto, default)")
+    timed(mesh_engine, "source_eyes", "whose eyes (eyes=auto: the gaze check)")
     source, target = FACES / "face_recognition/biden.jpg", FACES / "face_recognition/obama-720p.jpg"
     stages: dict[str, list[float]] = {}
     for run in range(2 * runs + 2):  # the two light choices interleaved, one warm-up each
         light = ("shading", "shape")[run % 2]
-        timings = bench.fuser.fuse(source, target, FusionOptions(visible_label=False, light=light)).timings_ms
+        timings = bench.fuser.fuse(source, target, FusionOptions(visible_label=False, light=light,
+                                                                 eyes=eyes)).timings_ms
         if run < 2:
             spent.clear()
             continue
@@ -537,8 +538,9 @@ def main() -> None:
             "green, smear red | skin detail target, output).",
         ]
     if "timings" in parts:
-        lines += ["", "### Speed of the light, detail and make-up steps (720p target, warm, medians of 10 runs per light choice)", "",
-                  "| step | wall ms | CPU ms |", "|---|---|---|", *step_timings(bench)]
+        lines += ["", "### Speed of the light, detail, make-up and eyes steps (720p target, warm, medians of 10 runs per "
+                  f"light choice, eyes={args.eyes})", "", "| step | wall ms | CPU ms |", "|---|---|---|",
+                  *step_timings(bench, args.eyes)]
     if "occluders" in parts:
         occluder, occluder_sheet = occluder_rows(bench, sets, args.modes.split(","), args.eyes)
         save_sheet("naturalness_occluders", occluder_sheet)

@@ -28,7 +28,7 @@ import itertools
 from video_clips import OBAMA_720P, audio_packets, camera, load, write_clip
 
 from facefuse.allocator import keep_freed_memory
-from facefuse.fusion import occlusion
+from facefuse.fusion import eyes, occlusion
 from facefuse.fusion.engine import FusionOptions
 from facefuse.geometry.regions import FACE_OVAL, shrink
 from facefuse.pipeline import Fuser
@@ -59,7 +59,8 @@ def portrait_clip(path: Path, size: tuple[int, int], frames: int) -> None:
 
 
 VARIANT_TITLES = {"stream_weights": "The segmenter's running average in video, weight by weight",
-                  "roi_extents": "The region FaceMesh follows a face in, extent by extent"}
+                  "roi_extents": "The region FaceMesh follows a face in, extent by extent",
+                  "gaze_agreements": "Whose eyes in video, by the gaze check's limit"}
 STAGES = ("decode", "track", "fuse", "render", "segment", "blend", "label", "encode", "encode_wait", "assemble")
 
 
@@ -223,6 +224,10 @@ def main() -> None:
     parser.add_argument("--roi-extents", default="", metavar="E,E,...",
                         help="only the stability table with FaceMesh following faces in these regions (× the mesh's "
                              "extent; section video_roi_extents)")
+    parser.add_argument("--gaze-agreements", default="", metavar="G,G,...",
+                        help="only the stability table with the eyes=auto gaze check at these limits (× the eye's "
+                             "width; 1: the source's eyes always, -1: the target's always; section "
+                             "video_gaze_agreements)")
     args = parser.parse_args()
     frames, runs, long_frames = (30, 1, 150) if args.quick else (60, 3, 600)
     keep_freed_memory()  # as the CLI does for its process (facefuse.allocator)
@@ -240,7 +245,8 @@ def main() -> None:
             portrait_clip(clip, size, frames)
             clips[name] = clip
         variants = {"stream_weights": ("weight of each group's own masks", occlusion, "STREAM_WEIGHT"),
-                    "roi_extents": ("tracking region ÷ mesh extent", tracking, "TRACKING_EXTENT")}
+                    "roi_extents": ("tracking region ÷ mesh extent", tracking, "TRACKING_EXTENT"),
+                    "gaze_agreements": ("gaze check limit (÷ eye width)", eyes, "GAZE_AGREEMENT")}
         for option, (label, module, constant) in variants.items():
             values = getattr(args, option)
             if not values:

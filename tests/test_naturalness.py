@@ -37,8 +37,10 @@ def _error(fuser: Fuser, source: Path, target: Path, options: FusionOptions):
 
 
 def test_self_swap_reproduces_the_targets_lighting(fuser, stills):
-    """Another photo of the target's own person as source: the output must look lit like the target."""
-    options = FusionOptions(visible_label=False, segmentation="off")
+    """Another photo of the target's own person as source: the output must look lit like the target. The target's
+    eyes are kept: this is the light step's test, and another photo's eyes (another moment's lids and gaze) differ
+    in lightness where no light step should touch them."""
+    options = FusionOptions(visible_label=False, segmentation="off", eyes="target")
     errors = [_error(fuser, s, t, options) for photos in stills.values()
               for s, t in itertools.permutations(photos[:3], 2)]
     blotch = np.array([e.blotch_share for e in errors])
@@ -207,7 +209,8 @@ def test_makeup_is_toned_to_the_targets_lips_unless_asked_to_keep_it(fuser, face
 def test_brows_take_the_targets_hue_not_the_sources_coloured_light(fuser, faces_dir):
     """jay_chou's studio portrait under a violet light onto yang_mi: his brows came out blue-purple (the colour
     match fits skin, not the cast on dark hair). With make-up "target" (the default) the brows' hue is toned to the
-    target's brows, their darkness kept; "source" keeps the violet."""
+    target's brows, their darkness kept; "source" keeps the violet. The target's eyes are kept in both, so the count
+    is the brows' (the source's eyes, where ``eyes="auto"`` takes them, bring the light on their whites along)."""
     import cv2
 
     source = faces_dir / "hard/same-person/jay_chou/01_studio_tilted_warm.jpg"
@@ -217,8 +220,8 @@ def test_brows_take_the_targets_hue_not_the_sources_coloured_light(fuser, faces_
         lab = cv2.cvtColor(fuser.fuse(source, target, options).image, cv2.COLOR_RGB2Lab).astype(np.int16) - 128
         return int(((lab[..., 1] > 8) & (lab[..., 2] < -3)).sum())
 
-    kept = violet_pixels(FusionOptions(visible_label=False, makeup="source"))
-    toned = violet_pixels(FusionOptions(visible_label=False))
+    kept = violet_pixels(FusionOptions(visible_label=False, makeup="source", eyes="target"))
+    toned = violet_pixels(FusionOptions(visible_label=False, eyes="target"))
     assert kept > 300, kept  # the violet is really there when the source's colour is kept
     assert toned < 0.1 * kept, (toned, kept)
 
