@@ -149,8 +149,8 @@ CarryTurn = Callable[[Callable[[], Any]], Any]
 @dataclass(frozen=True, eq=False)
 class StreamCarry:
     """What the render of a video or live frame takes from an earlier frame of the same tracked face: the face's
-    triangles (its topology), its make-up toning, its mirror fill and whose eyes it shows, measured on the first frame of each group of
-    frames and reused by the others (issue 19: 1.3 and 4.9 ms of a live frame's 26 ms render; the mirror fill, paid
+    triangles (its topology), its make-up toning, its mirror fill and whose eyes it shows, measured on the first
+    frame of each group of frames and reused by the others (issue 19: 1.3 and 4.9 ms of a live frame's 26 ms render; the mirror fill, paid
     only where source and target are turned more than 30° apart, ~8 ms). A photo has none: all is measured."""
 
     topology: CarryTurn

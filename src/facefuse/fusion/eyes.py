@@ -2,11 +2,12 @@
 target's (its gaze).
 
 Why not always the target's, as before: the eyes are a large part of a likeness, and keeping the target's irises
-cost identity on every set (issue 17; ``benchmarks/naturalness.py``, "the source's eyes"). Why not always the
-source's: a source looking aside would turn the target's gaze, and gaze is the target's expression. So by default
-(``eyes="auto"``) the source's eyes are used where the two gazes agree — the irises, found as the darkest band of
-each eye's opening in the two crops warped onto the same geometry, sit within ``GAZE_AGREEMENT`` of the eye's width
-of each other, on average over the two eyes — and both eyes are open; else the target's eyes stay.
+cost identity on every set (issue 17; ``benchmarks/naturalness.py --eyes``, BENCHMARKS.md "Naturalness, eyes=…").
+Why not always the source's: a source looking aside would turn the target's gaze, and gaze is the target's
+expression. So by default (``eyes="auto"``) the source's eyes are used where the two gazes agree — the irises, found
+as the darkest band of each eye's opening in the two crops warped onto the same geometry, sit within
+``GAZE_AGREEMENT`` of the eye's width of each other, on average over the two eyes — and both eyes are open; else the
+target's eyes stay.
 """
 
 from __future__ import annotations

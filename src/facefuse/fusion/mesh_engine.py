@@ -25,9 +25,9 @@ from ..geometry.align import crop_template
 from ..geometry.regions import (FACE_OVAL, IDENTITY_POINTS, LIPS_INNER, LIPS_OUTER, MOUTH_GROUP, face_masks, feather,
                                 kept_interior, polygon_mask, shrink, skin_mask)
 from .albedo import apply_toning, tone_makeup
-from .eyes import source_eyes
 from .blend import changed_box
 from .engine import FusionOptions, RenderedFace, SourceFace, StreamCarry
+from .eyes import source_eyes
 from .shading import mirrored, normal_maps, vertex_normals
 
 RING_SCALE = 1.45  # fixed ring around the face oval where the geometric warp fades to nothing
