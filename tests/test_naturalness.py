@@ -267,3 +267,25 @@ def test_the_source_eyes_where_the_two_gazes_agree_the_targets_where_they_do_not
                 & (ys >= eyes[:, 1].min() - 10) & (ys <= eyes[:, 1].max() + 10))
         assert near.mean() > 0.9, f"{source.name}: {1 - near.mean():.0%} of the changed pixels lie away from the eyes"
         assert not np.array_equal(out["auto"], out[other])
+
+
+def test_eyes_lit_by_a_coloured_light_stay_the_targets(fuser, faces_dir):
+    """Whites of the eyes redder than the skin are a coloured light's cast (jay_chou's violet studio light), which
+    the skin-fitted colour match would leave in the new face's eyes: eyes="auto" keeps the target's there, although
+    this pair's gazes pass the gaze check; neutral-lit photos' whites are never redder than their skin."""
+    from facefuse.fusion.eyes import whites_cast
+    from facefuse.geometry.regions import skin_mask
+
+    hard = faces_dir / "hard" / "same-person"
+    violet = hard / "jay_chou" / "01_studio_tilted_warm.jpg"
+    for photo, cast in ((violet, True), (faces_dir / "face_recognition" / "biden.jpg", False),
+                        (faces_dir / "face_recognition" / "obama.jpg", False),
+                        (hard / "scarlett_johansson" / "01_evening_flash_dark_bg.jpg", False)):
+        analysis = fuser.analyze(photo)
+        face, (height, width) = analysis.faces[0], analysis.image.shape[:2]
+        skin = skin_mask(face.landmarks[:, :2], max(height, width))[:height, :width]
+        assert whites_cast(analysis.image, face.landmarks[:, :2], skin) == cast, photo.name
+    target = hard / "yang_mi" / "01_selfie_indoor_ambient.jpg"
+    out = {eyes: fuser.fuse(violet, target, FusionOptions(visible_label=False, eyes=eyes)).image
+           for eyes in ("auto", "target")}
+    np.testing.assert_array_equal(out["auto"], out["target"])

@@ -328,9 +328,9 @@ class MeshFusionEngine:
             mirror_texture = photo_warp(source.payload["image"], source_to_crop, tables[2])
             weight = np.clip(tables[3][0], 0.0, 1.0)
             warped_source = cv2.blendLinear(mirror_texture, warped_source, weight, 1.0 - weight)
-        if source_eyes(options, warped_source, warped_target, dest, carry):
-            keep = kept_interior(dest, size, eyes=False)
         skin = skin_mask(dest, size)
+        if source_eyes(options, warped_source, warped_target, dest, skin, carry):
+            keep = kept_interior(dest, size, eyes=False)
         if options.makeup == "target":
             if carry is None:
                 warped_source = tone_makeup(warped_source, warped_target, dest, skin)[0]

@@ -23,7 +23,7 @@ from onnx import numpy_helper
 from ..analysis.types import Face
 from ..errors import ErrorCode, FacefuseError
 from ..geometry import align
-from ..geometry.regions import face_masks, kept_interior
+from ..geometry.regions import face_masks, kept_interior, skin_mask
 from ..models import ModelStore, sha256_of
 from ..models.swappers import EMBEDDING, SWAPPERS, SwapperModel
 from ..runtime import Runtime
@@ -147,7 +147,7 @@ class SwapperEngine:
         (out,) = self.swap(source.payload["source"], target_crop[None])
         points = align.apply(matrix, target_face.landmarks)[:, :2]
         mask, keep, region = face_masks(points, self.spec.size, options.feature_degree / 100.0)
-        if source_eyes(options, out, target_crop, points, carry):
+        if source_eyes(options, out, target_crop, points, skin_mask(points, self.spec.size), carry):
             keep = kept_interior(points, self.spec.size, eyes=False)
         return RenderedFace(crop=out, target_crop=target_crop, mask=mask, matrix=matrix, keep_target=keep,
                             region=region)
