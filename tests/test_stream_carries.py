@@ -13,6 +13,7 @@ from video_clips import OBAMA_720P, camera, load
 
 from facefuse.analysis.segmentation import SEGMENT_SIZE
 from facefuse.fusion.engine import FusionOptions, StreamCarry
+from facefuse.fusion.eyes import EyesChoice
 from facefuse.fusion.mesh_engine import mirror_fill
 from facefuse.fusion.occlusion import OCCLUDER_RULES, SegmenterPlanes, occlusion_masks
 from facefuse.geometry.align import aligned_crop
@@ -82,7 +83,8 @@ def test_a_track_carries_its_mirror_fill_through_a_group(fuser, faces_dir: Path,
     assert not np.array_equal(carried[1], rendered(fuser, source, frames[1], options, weaker)[2].crop)
     # and the eyes the group's first frame chose: the other choice keeps another interior of the target
     chosen = rendered(fuser, source, frames[1], options, replay)[2].keep_target
-    other = StreamCarry(*(lambda compute, k=k: kept[k] for k in range(3)), lambda compute: not kept[3])
+    other = StreamCarry(*(lambda compute, k=k: kept[k] for k in range(3)),
+                        lambda compute: EyesChoice(kept[3].gazes_agree, not kept[3].source))
     assert not np.array_equal(chosen, rendered(fuser, source, frames[1], options, other)[2].keep_target)
 
 

@@ -408,3 +408,80 @@ def test_a_followed_face_keeps_the_mesh_a_detected_one_gets(fuser, faces_dir, ph
         assert presence > 0.5
     drift = np.abs(mesh[:, :2] - detected[:, :2]).mean() / np.ptp(detected[:, 0])
     assert drift < 0.0035, drift
+
+
+def test_a_tracks_eyes_do_not_swap_on_a_gaze_reading_near_the_limit(fuser, faces_dir, tmp_path, monkeypatch):
+    """Biden onto the start of benchmarks/video.py's 720p portrait clip: the gaze check decides once per group of
+    three frames, and its reading (−0.06 to −0.10 of the eye's width) crossed the 0.10 limit for one group, whose
+    three frames showed the target's eyes between the source's — a visible swap and landmark jitter. A track's
+    answer now turns only ``GAZE_HYSTERESIS`` past the limit (the eyes' carry is chained): no frame keeps the
+    target's eyes. Without the hysteresis (set to 0 here) the same clip swaps them."""
+    from video_clips import OBAMA_720P, camera
+
+    from facefuse.fusion import eyes
+    from facefuse.geometry import align
+    from facefuse.geometry.regions import LEFT_EYE, RIGHT_EYE
+    from facefuse.stages import Record, Stage
+
+    class TargetEyesKept(Stage):
+        """Whether each frame's render kept the target's eye openings (its keep mask over the eyes' box)."""
+
+        name = "target_eyes_kept"
+        per_face = True
+
+        def __init__(self) -> None:
+            self.kept: list[bool] = []
+
+        def __call__(self, record: Record) -> Record:
+            assert record.rendered is not None and record.aligned is not None and record.face is not None
+            assert record.rendered.keep_target is not None
+            points = align.apply(record.aligned.matrix, record.face.face.landmarks)[:, :2]
+            corners = points[np.concatenate([RIGHT_EYE, LEFT_EYE])]
+            (x0, y0), (x1, y1) = np.floor(corners.min(0)).astype(int), np.ceil(corners.max(0)).astype(int)
+            self.kept.append(float(record.rendered.keep_target[y0:y1, x0:x1].mean()) > 0.1)
+            return record
+
+    photo = load(faces_dir / "face_recognition" / "obama-720p.jpg")
+    clip = tmp_path / "portrait.mp4"
+    write_clip(clip, [camera(photo, (1280, 720), i / 59, OBAMA_720P, pan=0.1, zoom=0.15, turn=3 * np.sin(i / 7))
+                      for i in range(12)], fps=30, audio=False)
+
+    def kept(hysteresis: float) -> list[bool]:
+        monkeypatch.setattr(eyes, "GAZE_HYSTERESIS", hysteresis)
+        watch = TargetEyesKept()
+        fuse_video(faces_dir / "face_recognition" / "biden.jpg", clip, tmp_path / "out.mp4",
+                   FusionOptions(visible_label=False), fuser=fuser.with_stage(watch, after="render"))
+        return watch.kept
+
+    with_hysteresis = kept(eyes.GAZE_HYSTERESIS)
+    assert len(with_hysteresis) == 12 and not any(with_hysteresis), with_hysteresis
+    without = kept(0.0)
+    assert 0 < sum(without) < 12, without
+
+
+def test_the_landmark_filter_moves_a_turning_face_without_changing_its_shape(fuser, faces_dir):
+    """The tracker's One-Euro filter takes one cut-off for the whole mesh (``joint``), from its mean speed: a face
+    that turns in the image (its far points move faster than its near ones) comes out as a moved, turned and scaled
+    copy of itself every frame. Filtered point by point, the faster points lagged less, and the face changed shape
+    from frame to frame (landmark jitter in fused video, issue 19)."""
+    from facefuse.geometry import align
+    from facefuse.video.smoothing import OneEuroFilter
+
+    mesh = max(fuser.analyze(faces_dir / "face_recognition" / "obama.jpg").faces, key=lambda f: f.area).landmarks
+    points, width = mesh[:, :2], float(np.ptp(mesh[:, 0]))
+    centre = points.mean(0)
+
+    def worst_shape_change(joint: bool) -> float:
+        smoother = OneEuroFilter(1.0, 20.0 / width, joint=joint)
+        worst = 0.0
+        for i in range(30):
+            angle = 0.2 * np.sin(i / 5)
+            turn = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
+            moved = (points - centre) @ turn.T + centre + [2.0 * i, 0.0]
+            out = smoother(np.column_stack([moved, mesh[:, 2]]), i / 30)[:, :2]
+            fitted = align.apply(align.similarity(points, out), points)
+            worst = max(worst, float(np.linalg.norm(fitted - out, axis=1).mean()) / width)
+        return worst
+
+    assert worst_shape_change(joint=True) < 1e-6
+    assert worst_shape_change(joint=False) > 1e-3  # what the test is about: per point, the shape changes

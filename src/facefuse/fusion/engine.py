@@ -156,7 +156,9 @@ class StreamCarry:
     topology: CarryTurn
     toning_turn: CarryTurn
     mirror: CarryTurn
-    eyes: CarryTurn  # whose eyes (``eyes="auto"``), decided on a group's first frame
+    # whose eyes (``eyes="auto"``): an :class:`~facefuse.fusion.eyes.EyesChoice` made on a group's first frame,
+    # given the group before's (a stream's is chained, so the gaze check has a hysteresis)
+    eyes: CarryTurn
 
     def toning(self, size: int, measure: Callable[[], tuple[np.ndarray, Any]],
                apply: Callable[[Any], np.ndarray]) -> np.ndarray:

@@ -7,10 +7,14 @@ Why not always the source's: a source looking aside would turn the target's gaze
 expression. So by default (``eyes="auto"``) the source's eyes are used where the two gazes agree — the irises, found
 as the darkest band of each eye's opening in the two crops warped onto the same geometry, sit within
 ``GAZE_AGREEMENT`` of the eye's width of each other, on average over the two eyes — and both eyes are open; else the
-target's eyes stay.
+target's eyes stay. A stream decides once per group of frames, and a face's gaze check keeps its last answer until
+the shift is ``GAZE_HYSTERESIS`` past the limit the other way (:func:`choose_eyes`), so a measurement near the limit
+cannot swap the eyes back and forth.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import cv2
 import numpy as np
@@ -20,6 +24,9 @@ from .albedo import CAST_RED
 from .engine import FusionOptions, StreamCarry
 
 GAZE_AGREEMENT = 0.10  # of the eye's width: the most the irises may shift (mean of both eyes) for the source's eyes
+# in a stream, how far past GAZE_AGREEMENT the shift must go to change a face's answer: on the portrait clips of
+# benchmarks/video.py the shift read 0.06–0.09 and once 0.104, which swapped the eyes for three frames (issue 19)
+GAZE_HYSTERESIS = 0.04
 OPEN_EYE = 0.08  # an eye's opening (its contour's area ÷ width²) below which it counts as closed (the lids kept)
 IRIS_WIDTH = 0.4  # an iris's visible width as a share of the eye's, corner to corner
 EYE_CORNERS = {"right": (33, 133), "left": (263, 362)}  # FaceMesh's outer and inner corner of each eye
@@ -47,13 +54,37 @@ def iris_position(grey: np.ndarray, eye: np.ndarray, width: float) -> float | No
 
 def source_eyes(options: FusionOptions, new_face: np.ndarray, target: np.ndarray, points: np.ndarray,
                 skin: np.ndarray, carry: StreamCarry | None = None) -> bool:
-    """Whether the new face shows the source's eyes, by ``options.eyes``; "auto" asks :func:`gazes_agree` and
-    :func:`whites_cast` (``skin``: the bare-skin mask of ``points``); a stream asks on a group's first frame and its
-    other frames follow, so the eyes cannot switch from frame to frame."""
+    """Whether the new face shows the source's eyes, by ``options.eyes``; "auto" asks :func:`choose_eyes`
+    (``skin``: the bare-skin mask of ``points``); a stream asks on a group's first frame, with the group before's
+    choice, and its other frames follow."""
     if options.eyes != "auto":
         return options.eyes == "source"
-    decide = lambda: gazes_agree(new_face, target, points) and not whites_cast(new_face, points, skin)  # noqa: E731
-    return decide() if carry is None else bool(carry.eyes(decide))
+    decide = lambda earlier=None: choose_eyes(new_face, target, points, skin, earlier)  # noqa: E731
+    return (decide() if carry is None else carry.eyes(decide)).source
+
+
+@dataclass(frozen=True)
+class EyesChoice:
+    """One frame's (a stream: one group's) answers: whether the two gazes agree, and whether the source's eyes are
+    shown (they also need both eyes open and no coloured light's cast on the source's whites)."""
+
+    gazes_agree: bool
+    source: bool
+
+
+def choose_eyes(new_face: np.ndarray, target: np.ndarray, points: np.ndarray, skin: np.ndarray,
+                earlier: EyesChoice | None = None) -> EyesChoice:
+    """The eyes for ``new_face`` on ``target`` (crops on one geometry, ``points``); ``earlier``: the stream's choice
+    for the frames before, whose gaze answer holds until the shift is ``GAZE_HYSTERESIS`` past the limit the
+    other way, and holds through closed eyes (a blink says nothing about the gaze)."""
+    shift = gaze_shift(new_face, target, points)
+    if shift is None:
+        return EyesChoice(earlier is not None and earlier.gazes_agree, False)
+    limit = GAZE_AGREEMENT
+    if earlier is not None:
+        limit += GAZE_HYSTERESIS if earlier.gazes_agree else -GAZE_HYSTERESIS
+    agree = abs(shift) <= limit
+    return EyesChoice(agree, agree and not whites_cast(new_face, points, skin))
 
 
 def whites_cast(face: np.ndarray, points: np.ndarray, skin: np.ndarray) -> bool:
@@ -78,10 +109,10 @@ def whites_cast(face: np.ndarray, points: np.ndarray, skin: np.ndarray) -> bool:
     return float(lab[..., 1][whites].mean()) - float(skin_red) >= CAST_RED
 
 
-def gazes_agree(new_face: np.ndarray, target: np.ndarray, points: np.ndarray) -> bool:
-    """Whether the source's eyes may replace the target's: ``new_face`` and ``target`` (RGB crops) warped onto the
-    same ``points`` (the 468-point mesh in the crop), both eyes open in that geometry, and the irises' shift from
-    the target's to the new face's, averaged over the two eyes, within ``GAZE_AGREEMENT`` of the eye's width.
+def gaze_shift(new_face: np.ndarray, target: np.ndarray, points: np.ndarray) -> float | None:
+    """The irises' shift from the target's to the new face's, in eye widths, averaged over the two eyes:
+    ``new_face`` and ``target`` (RGB crops) warped onto the same ``points`` (the 468-point mesh in the crop); None
+    where an eye is closed in that geometry or no iris is found.
 
     Averaged with its sign: a gaze moves both irises the same way, while each eye's own measuring error (a lid's
     shadow, a catch light) does not — on portraits that all look into the camera one eye alone was off by up to
@@ -94,9 +125,9 @@ def gazes_agree(new_face: np.ndarray, target: np.ndarray, points: np.ndarray) ->
         outer, inner = EYE_CORNERS[side]
         width = float(np.linalg.norm(points[outer, :2] - points[inner, :2]))
         if width < 4 or cv2.contourArea(eye.astype(np.float32)) / width ** 2 < OPEN_EYE:
-            return False
+            return None
         ours, theirs = iris_position(new_grey, eye, width), iris_position(target_grey, eye, width)
         if ours is None or theirs is None:
-            return False
+            return None
         shifts.append((ours - theirs) / width)
-    return abs(float(np.mean(shifts))) <= GAZE_AGREEMENT
+    return float(np.mean(shifts))

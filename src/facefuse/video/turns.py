@@ -39,7 +39,9 @@ class FaceTurns:
         every = self.video.masks_every
         self.parsing = {f.track_id: self.parsing.get(f.track_id) or ParsingCarry(every, chained=True)
                         for f in faces}
-        self.render = {f.track_id: self.render.get(f.track_id) or tuple(ParsingCarry(every) for _ in range(4))
+        # the eyes' carry is chained: each group's choice is made with the one before (a hysteresis)
+        self.render = {f.track_id: self.render.get(f.track_id) or (*(ParsingCarry(every) for _ in range(3)),
+                                                                   ParsingCarry(every, chained=True))
                        for f in faces}
         targets, turns = [], []
         for tracked in faces:
