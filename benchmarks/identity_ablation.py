@@ -25,6 +25,7 @@ from facefuse.analysis.segmentation import HAIR
 from facefuse.fusion import blend, detail, mesh_engine, occlusion, relight, shading
 from facefuse.stages import segment
 from facefuse.fusion.engine import FusionOptions
+from facefuse.geometry import align
 from facefuse.geometry.regions import face_masks, feather, feature_zone
 
 
@@ -107,8 +108,10 @@ def _segmenter_sees_border(mode: str):
     def call(self, record):
         size = record.aligned.crop.shape[0]
         photo = photo_crop(record.image, record.aligned.matrix, size)
+        points = align.apply(record.aligned.matrix, record.face.face.landmarks)[:, :2]
         return replace(record, masks=occlusion.occlusion_masks(self.segmenter(), record.rendered, photo,
-                                                               occlusion.OCCLUDER_RULES[record.options.segmentation]))
+                                                               occlusion.OCCLUDER_RULES[record.options.segmentation],
+                                                               target_points=points))
     return replaced(segment.Segment, "__call__", call)
 
 

@@ -289,3 +289,52 @@ def test_eyes_lit_by_a_coloured_light_stay_the_targets(fuser, faces_dir):
     out = {eyes: fuser.fuse(violet, target, FusionOptions(visible_label=False, eyes=eyes)).image
            for eyes in ("auto", "target")}
     np.testing.assert_array_equal(out["auto"], out["target"])
+
+
+def test_the_eyes_whites_are_not_an_occluder_kept_from_the_target(fuser, faces_dir):
+    """The segmenter calls the lash line and whites of Obama's narrowed, smiling eyes "occluder" in small spots
+    (glasses glare to it), so the target's eyes were kept on top of every fusion onto those photos whatever
+    ``eyes`` chose. Regions no larger than an eye's opening and within its surroundings are taken out of the
+    occluder class (fusion/occlusion.without_eye_glints): nothing of the target is kept around its eyes, and the
+    output is closer to the source to the independent judge; a pasted glasses frame round the same eyes still
+    stays on top (test_glasses_on_the_target_stay_on_top)."""
+    from facefuse.fusion import occlusion
+    from facefuse.fusion.occlusion import segmenter_crop
+    from facefuse.geometry import align
+    from facefuse.stages import Record, Stage
+    from facefuse_eval.fusion import IdentityJudge
+
+    class AfterSegment(Stage):
+        name = "after_segment"
+        per_face = True
+        seen: list[Record] = []
+
+        def __call__(self, record: Record) -> Record:
+            self.seen.append(record)
+            return record
+
+    watch = AfterSegment()
+    watched = fuser.with_stage(watch, after="segment")
+    source, target = faces_dir / "face_recognition/biden.jpg", faces_dir / "face_recognition/obama-720p.jpg"
+    out = watched.fuse(source, target, FusionOptions(visible_label=False)).image
+    record = watch.seen[-1]
+    assert record.masks is not None and record.aligned is not None and record.face is not None
+    points = align.apply(record.aligned.matrix, record.face.face.landmarks)[:, :2]
+    eyes = np.concatenate([points[RIGHT_EYE], points[LEFT_EYE]])
+    (x0, y0), (x1, y1) = np.floor(eyes.min(0) - 10).astype(int), np.ceil(eyes.max(0) + 10).astype(int)
+    assert record.masks.target_keep[y0:y1, x0:x1].max() < 0.05, "the target's eyes are kept on top"
+    # what the test is about: the segmenter does mark them (the raw probabilities, before the rule)
+    segmenter = next(s for s in fuser.stages.stages if s.name == "segment").segmenter()
+    raw = segmenter.probabilities(segmenter_crop(record.aligned.crop)[None])[0]
+    scale = raw.shape[-1] / record.aligned.crop.shape[0]
+    box = np.s_[int(y0 * scale):int(y1 * scale) + 1, int(x0 * scale):int(x1 * scale) + 1]
+    assert raw[occlusion.OCCLUDER][box].max() > occlusion.OCCLUDER_FLOOR
+    # and the judge sees more of the source than of the target's own face
+    judge = IdentityJudge(fuser.store, fuser.runtime)
+
+    def embedding(image):
+        analysis = fuser.analyze(np.asarray(image))
+        return judge.embed(analysis.image, max(analysis.faces, key=lambda f: f.area))
+
+    fused = embedding(out)
+    assert float(fused @ embedding(fuser.analyze(source).image)) > float(fused @ embedding(fuser.analyze(target).image))

@@ -139,6 +139,7 @@ class RenderedFace:
     region: np.ndarray | None = None
     skin: np.ndarray | None = None
     normals: ShapeNormals | None = None
+    points: np.ndarray | None = None  # the new face's 468 points in the crop (x, y), where the engine knows them
 
 
 # one frame's turn in what a track's frames share (facefuse.video.parsing.ParsingTurn): called with the work that

@@ -348,4 +348,4 @@ class MeshFusionEngine:
                 vertex[1] = mirrored(vertex[1], face_axes(source_3d), *mirror)
             normals = normal_maps(ids, dst_all, triangles, vertex, MAP_STEP)
         return RenderedFace(crop=warped_source, target_crop=warped_target, mask=mask, matrix=to_crop,
-                            keep_target=keep, region=region, skin=skin, normals=normals)
+                            keep_target=keep, region=region, skin=skin, normals=normals, points=dest)

@@ -150,7 +150,7 @@ class SwapperEngine:
         if source_eyes(options, out, target_crop, points, skin_mask(points, self.spec.size), carry):
             keep = kept_interior(points, self.spec.size, eyes=False)
         return RenderedFace(crop=out, target_crop=target_crop, mask=mask, matrix=matrix, keep_target=keep,
-                            region=region)
+                            region=region, points=points)
 
 
 def model_file(store: ModelStore, name: str, path: Path | None, allow_unknown: bool) -> Path:

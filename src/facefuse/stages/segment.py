@@ -11,6 +11,7 @@ from typing import Any
 from ..analysis.cache import FaceMemo
 from ..analysis.segmentation import FaceSegmenter
 from ..fusion.occlusion import OCCLUDER_RULES, occlusion_masks
+from ..geometry import align
 from .base import Stage
 from .record import Record
 
@@ -35,9 +36,11 @@ class Segment(Stage):
             return record.noted(SEGMENTER_REFUSED)
         # a video: the segmenter runs on every n-th frame of the face's track, the frames between reuse its output
         carry = None if record.face is None else record.face.parsing
+        assert record.face is not None and record.face.face.landmarks is not None
+        target_points = align.apply(record.aligned.matrix, record.face.face.landmarks)[:, :2]
         return replace(record, masks=occlusion_masks(segmenter, record.rendered, record.aligned.crop,
                                                      OCCLUDER_RULES[record.options.segmentation], carry,
-                                                     self.target_turn(record, segmenter)))
+                                                     self.target_turn(record, segmenter), target_points))
 
     def target_turn(self, record: Record, segmenter: FaceSegmenter) -> Callable[[Callable[[], Any]], Any] | None:
         """For a photo whose face the analysis cache holds: the target's half of the segmenter output kept with the
