@@ -458,30 +458,3 @@ def test_a_tracks_eyes_do_not_swap_on_a_gaze_reading_near_the_limit(fuser, faces
     without = kept(0.0)
     assert 0 < sum(without) < 12, without
 
-
-def test_the_landmark_filter_moves_a_turning_face_without_changing_its_shape(fuser, faces_dir):
-    """The tracker's One-Euro filter takes one cut-off for the whole mesh (``joint``), from its mean speed: a face
-    that turns in the image (its far points move faster than its near ones) comes out as a moved, turned and scaled
-    copy of itself every frame. Filtered point by point, the faster points lagged less, and the face changed shape
-    from frame to frame (landmark jitter in fused video, issue 19)."""
-    from facefuse.geometry import align
-    from facefuse.video.smoothing import OneEuroFilter
-
-    mesh = max(fuser.analyze(faces_dir / "face_recognition" / "obama.jpg").faces, key=lambda f: f.area).landmarks
-    points, width = mesh[:, :2], float(np.ptp(mesh[:, 0]))
-    centre = points.mean(0)
-
-    def worst_shape_change(joint: bool) -> float:
-        smoother = OneEuroFilter(1.0, 20.0 / width, joint=joint)
-        worst = 0.0
-        for i in range(30):
-            angle = 0.2 * np.sin(i / 5)
-            turn = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
-            moved = (points - centre) @ turn.T + centre + [2.0 * i, 0.0]
-            out = smoother(np.column_stack([moved, mesh[:, 2]]), i / 30)[:, :2]
-            fitted = align.apply(align.similarity(points, out), points)
-            worst = max(worst, float(np.linalg.norm(fitted - out, axis=1).mean()) / width)
-        return worst
-
-    assert worst_shape_change(joint=True) < 1e-6
-    assert worst_shape_change(joint=False) > 1e-3  # what the test is about: per point, the shape changes

@@ -22,14 +22,11 @@ class OneEuroFilter:
     """One-Euro filter over an array of values (e.g. a 468×3 mesh), each element filtered on its own.
 
     ``min_cutoff`` (Hz) sets how still a still face stays; ``beta`` (per unit of speed) how fast the cut-off
-    rises when the face moves; speeds are in the values' units per second. ``joint`` (for an N×2 or N×3 array of points):
-    one cut-off for all of them, from their mean speed — per element, the points that happened to move faster in a
-    frame lagged less than the others, so the filtered face changed shape from frame to frame (issue 19: landmark
-    jitter of the fused portrait clips, benchmarks/video.py).
+    rises when the face moves; speeds are in the values' units per second.
     """
 
-    def __init__(self, min_cutoff: float, beta: float, d_cutoff: float = 1.0, joint: bool = False) -> None:
-        self.min_cutoff, self.beta, self.d_cutoff, self.joint = min_cutoff, beta, d_cutoff, joint
+    def __init__(self, min_cutoff: float, beta: float, d_cutoff: float = 1.0) -> None:
+        self.min_cutoff, self.beta, self.d_cutoff = min_cutoff, beta, d_cutoff
         self._value: np.ndarray | None = None
         self._speed: np.ndarray | None = None
         self._time = 0.0
@@ -44,9 +41,7 @@ class OneEuroFilter:
         dt = time - self._time
         speed = (value - self._value) / dt
         self._speed = self._speed + _alpha(self.d_cutoff, dt) * (speed - self._speed)
-        # joint: the points' mean speed in the image plane (a mesh's third column is depth)
-        rate = float(np.linalg.norm(self._speed[..., :2], axis=-1).mean()) if self.joint else np.abs(self._speed)
-        cutoff = self.min_cutoff + self.beta * rate
+        cutoff = self.min_cutoff + self.beta * np.abs(self._speed)
         self._value = self._value + _alpha(cutoff, dt) * (value - self._value)
         self._time = time
         return self._value

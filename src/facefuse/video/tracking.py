@@ -346,7 +346,7 @@ class FaceTracker:
         candidates = [t for t in self.tracks if not t.active and (
             t.signature.matches(sig) or (t.shot == self.scene_cuts and iou(face.box, mesh_box(t.mesh)) >= IOU_MATCH))]
         smoother = OneEuroFilter(self.options.landmark_min_cutoff,
-                                 self.options.landmark_beta / max(float(face.box[2]), 1.0), joint=True) \
+                                 self.options.landmark_beta / max(float(face.box[2]), 1.0)) \
             if self.options.smoothing else None
         if candidates:
             track = min(candidates, key=lambda t: t.signature.geometry_distance(sig))
