@@ -163,8 +163,13 @@ def main() -> None:
     parser.add_argument("--overload-seconds", type=float, default=30.0)
     parser.add_argument("--compare-seconds", type=float, default=15.0,
                         help="each of the interleaved runs comparing 1 and 2 frames in flight per page")
+    parser.add_argument("--churn-only", type=int, default=0, metavar="ROUNDS",
+                        help="only the session churn, this many rounds, on a fresh server (section live_churn)")
     args = parser.parse_args()
     load_before, host = os.getloadavg(), machine()
+    if args.churn_only:
+        churn_alone(args.churn_only, host)
+        return
     with tempfile.TemporaryDirectory(prefix="facefuse-live-bench-") as folder:
         y4m = make_fake_camera(CLIP, Path(folder) / "camera.y4m", CLIP_SECONDS, (640, 480), CLIP_START_S)
         server = start_server(2, 32, 64, 0.0, extra=("--live-max-sessions", "3"))
@@ -205,6 +210,26 @@ def main() -> None:
 {churn_text(churn)}
 """)
     print((Path(__file__).parent / "results" / "live.md").read_text())
+
+
+def churn_alone(rounds: int, host: str) -> None:
+    """The session churn alone on a server that served nothing before: whether its memory settles, over more
+    sessions than the full run's 320 (which follow the browser phases on the same server)."""
+    server = start_server(2, 32, 64, 0.0, extra=("--live-max-sessions", "3"))
+    try:
+        ready = rss_mb(server.process.pid)
+        churn = session_churn(server.url, server.process.pid, rounds)
+    finally:
+        server.stop()
+    write_section("live_churn", f"""## Live sessions opened and closed on a fresh server (`benchmarks/live.py --churn-only {rounds}`)
+
+{host}. The same server options as the full run
+(`--live-max-sessions 3`), source `obama.jpg`, 640×480 JPEG frames of the clip; the server's RSS when ready:
+{ready:.0f} MB.
+
+{churn_text(churn)}
+""")
+    print((Path(__file__).parent / "results" / "live_churn.md").read_text())
 
 
 def churn_text(churn: list[tuple[int, float]]) -> str:
