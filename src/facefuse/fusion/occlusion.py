@@ -174,7 +174,7 @@ def without_eye_glints(probabilities: np.ndarray, points: np.ndarray | None) -> 
     the source (a one-off ablation at the tenth stop). A region counts as the eye when less than
     ``EYE_GLINT_OUTSIDE`` of it lies outside the openings grown by ``EYE_MARGIN`` and it is no larger than one eye's
     opening: the dark frame benchmarks/naturalness.py pastes round a smiling face's narrow eyes lies within a 5 px
-    margin for 85 % of its pixels but is three times an opening's size; sunglasses and real frames reach beyond the
+    margin for 85 % of its pixels but is over seven times one eye's opening; sunglasses and real frames reach beyond the
     openings and stay occluders."""
     if points is None:
         return probabilities
