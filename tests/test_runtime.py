@@ -181,3 +181,37 @@ def test_allocator_tuning_applies_on_glibc_and_can_be_repeated():
     expected = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
     assert keep_freed_memory() is expected
     assert keep_freed_memory() is expected  # idempotent
+
+
+def _rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS in /proc/self/status")
+
+
+def test_freed_memory_between_blocks_in_use_goes_back_to_the_kernel():
+    """What a live session leaves: frame-sized arrays freed between others still alive, in a worker thread's arena.
+    With the thresholds raised (the server's process) the freed blocks stay resident until
+    :func:`~facefuse.allocator.release_freed_memory` hands their pages back; the blocks in use keep their values."""
+    import threading
+
+    import numpy as np
+
+    from facefuse.allocator import keep_freed_memory, release_freed_memory
+
+    assert keep_freed_memory()  # this suite runs on Linux with glibc, as the server does
+    kept: list[np.ndarray] = []
+
+    def frames() -> None:  # in a thread of its own, like the server's workers: its own arena
+        arrays = [np.full(1 << 20, index % 251, dtype=np.uint8) for index in range(240)]
+        kept.extend(arrays[1::2])  # every other block stays in use: the free ones are never at the arena's top
+
+    worker = threading.Thread(target=frames)
+    worker.start()
+    worker.join()
+    before = _rss_mb()
+    assert release_freed_memory()
+    after = _rss_mb()
+    assert before - after > 60, (before, after)  # 120 MB were free between the 120 blocks still in use
+    assert all(int(block[0]) == int(block[-1]) == (2 * k + 1) % 251 for k, block in enumerate(kept))

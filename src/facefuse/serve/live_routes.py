@@ -32,6 +32,7 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.websockets import WebSocketDisconnect
 
+from ..allocator import release_freed_memory
 from ..config import ImageLimits
 from ..errors import ErrorCode, FacefuseError
 from ..fusion.engine import FusionOptions
@@ -260,6 +261,9 @@ async def live_socket(websocket: WebSocket) -> None:
         await _end(websocket, public(FacefuseError(ErrorCode.INTERNAL, "")), CLOSE_INTERNAL)
     finally:
         websocket.app.state.live.release()
+    # the session's frames left free pages spread over the worker threads' arenas (facefuse.allocator); given back
+    # after the slot is free, so a client reconnecting at once is not refused for it
+    await run_in_threadpool(release_freed_memory)
 
 
 async def _end(websocket: WebSocket, exc: FacefuseError, code: int) -> None:
