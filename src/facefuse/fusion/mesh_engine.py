@@ -37,6 +37,8 @@ BORDER_POINTS = 5  # fixed points per crop side
 # of the target's own skin inside its jaw line and hairline is gone
 MASK_SCALE = 1.0
 NOSE_TIP = 1  # FaceMesh vertex nearest the camera in any pose a face is fused in
+FILTERED_FROM = 2.5  # photo pixels per crop pixel on the source's face from which the source is filtered at all
+MAX_LEVELS = 3  # pyramid levels one warp blends at most (a warp each)
 MAP_STEP = 4  # remap tables at 1/4 resolution (see geometry.mesh.remap_tables): within 46 dB of 1/2, 3 ms less
 
 
@@ -251,6 +253,70 @@ def face_crop_size(keypoints: np.ndarray, largest: int) -> int:
     return int(np.clip(np.ceil(native / CROP_STEP) * CROP_STEP, MIN_CROP, largest))
 
 
+def pyramid_part(image: np.ndarray, to_crop: np.ndarray, size: int, levels: int) -> tuple[np.ndarray, np.ndarray]:
+    """The part of ``image`` that the ``size`` px crop sees, halved ``levels`` times (Gaussian pyramid), and the
+    image → crop matrix for it: only the crop's part is filtered, a few hundred pixels a side, not the whole photo."""
+    if levels < 1:
+        return image, to_crop
+    corners = align.apply(cv2.invertAffineTransform(to_crop), np.array([[0, 0], [size, 0], [0, size], [size, size]],
+                                                                        dtype=np.float64))
+    margin = 4 << levels  # the cubic kernel's reach and the pyramid's border, in photo pixels
+    x0, y0 = np.maximum(np.floor(corners.min(0)).astype(int) - margin, 0)
+    x1, y1 = np.minimum(np.ceil(corners.max(0)).astype(int) + margin, [image.shape[1], image.shape[0]])
+    part, factor = image[y0:y1, x0:x1], 1.0
+    while factor < 1 << levels and min(part.shape[:2]) >= 4:
+        part, factor = cv2.pyrDown(part), 2 * factor  # output pixel j sits on input pixel 2j
+    to_part = np.array([[factor, 0.0, x0], [0.0, factor, y0], [0.0, 0.0, 1.0]])  # part's pixels → the photo's
+    return part, to_crop @ to_part
+
+
+def footprint_levels(table: tuple[np.ndarray, np.ndarray], scale: float) -> np.ndarray:
+    """log2 of how many photo pixels (a side) one crop pixel's sample spans, on every ``MAP_STEP``-th pixel of
+    ``table`` (crop → the source's crop coordinates; ``scale`` the source's crop pixels per photo pixel): 0 where
+    the photo is sampled at its own resolution, 1 where it is squeezed 2×. From the table's Jacobian on that grid
+    (the table is affine inside each triangle and was evaluated there)."""
+    map_x, map_y = (m[::MAP_STEP, ::MAP_STEP] for m in table)
+    dx_dr, dx_dc = np.gradient(map_x, MAP_STEP)
+    dy_dr, dy_dc = np.gradient(map_y, MAP_STEP)
+    area = np.abs(dx_dc * dy_dr - dx_dr * dy_dc) / (scale * scale)
+    return (0.5 * np.log2(np.maximum(area, 1e-6))).astype(np.float32)
+
+
+def source_warp(image: np.ndarray, to_crop: np.ndarray, table: tuple[np.ndarray, np.ndarray],
+                size: int) -> np.ndarray:
+    """The source photo warped onto the crop by ``table`` (:func:`photo_warp`); a source face ``FILTERED_FROM``× or
+    more the crop's is sampled pixel by pixel from the pyramid level that holds as many photo pixels as the crop
+    gives it (trilinear: two levels blended linearly, each further level warped only over the box where it counts).
+
+    Why: the warp samples the photo once, bicubic, with no filter before it. biden.jpg's 318 px face onto a
+    singer's 86 px face in a 640×360 video (3.1–3.7 photo pixels per crop pixel) aliased its skin into speckles: a
+    mottled face, and dotted streaks where a turned target's far cheek squeezes the photo 2× more (issue 19's "skin
+    looks mottled up close"). One level for the whole face left the streaks or softened the near cheek; filtering
+    every source from 2× lowered the photo sets' skin sharpness ratio (knn_examples 0.89 → 0.85), where aliasing
+    at 2–2.5× reads as the photo's grain (benchmarks/naturalness.py, docs/quality.md). Below ``FILTERED_FROM`` —
+    a photo's usual case — one warp, as before."""
+    scale = float(np.sqrt(abs(np.linalg.det(to_crop[:, :2]))))
+    if scale * FILTERED_FROM > 1.0:
+        return photo_warp(image, to_crop, table)
+    levels = footprint_levels(table, scale)  # the level each pixel wants (mipmapping), on the MAP_STEP grid
+    finest = max(0, int(np.floor(levels.min())))
+    out = photo_warp(*pyramid_part(image, to_crop, size, finest), table)
+    for level in range(finest + 1, finest + MAX_LEVELS):
+        weight = levels - np.float32(level - 1)  # between two levels, linearly
+        rows, columns = np.nonzero(weight > 0.05)
+        if not len(rows):
+            break
+        top, left = max(rows.min() - 1, 0), max(columns.min() - 1, 0)
+        bottom, right = rows.max() + 2, columns.max() + 2
+        box = np.s_[top * MAP_STEP:bottom * MAP_STEP, left * MAP_STEP:right * MAP_STEP]
+        coarser = photo_warp(*pyramid_part(image, to_crop, size, level), (table[0][box], table[1][box]))
+        height, width = coarser.shape[:2]
+        blend = cv2.resize(np.clip(weight[top:bottom, left:right], 0.0, 1.0), (width, height),
+                           interpolation=cv2.INTER_LINEAR)
+        out[box] = cv2.blendLinear(coarser, out[box], blend, 1.0 - blend)
+    return out
+
+
 def photo_warp(image: np.ndarray, to_crop: np.ndarray, table: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     """``image`` resampled once (bicubic) onto the crop by remap ``table``, given in the coordinates of the aligned
     crop that ``to_crop`` (image → crop) defines."""
@@ -323,9 +389,9 @@ class MeshFusionEngine:
         if box is not None:
             table = (tables[0][0][box], tables[0][1][box])
             warped_target[box] = mesh.warp(target_crop, *table) if photo is None else photo_warp(photo, to_crop, table)
-        warped_source = photo_warp(source.payload["image"], source_to_crop, tables[1])
+        warped_source = source_warp(source.payload["image"], source_to_crop, tables[1], size)
         if mirror is not None:
-            mirror_texture = photo_warp(source.payload["image"], source_to_crop, tables[2])
+            mirror_texture = source_warp(source.payload["image"], source_to_crop, tables[2], size)
             weight = np.clip(tables[3][0], 0.0, 1.0)
             warped_source = cv2.blendLinear(mirror_texture, warped_source, weight, 1.0 - weight)
         skin = skin_mask(dest, size)
