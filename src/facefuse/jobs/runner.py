@@ -12,6 +12,10 @@ files go once that worker has let go of them: nothing of a deleted job stays on 
 
 Photo and video jobs have workers of their own (``workers`` and ``video_workers``), so a long video never holds
 up the photo jobs queued behind it.
+
+When a job ends, the pages its frames freed are handed back to the kernel (:func:`facefuse.allocator.
+release_freed_memory`): the service's process keeps freed blocks for the next frame, and after a video job they
+are hundreds of megabytes that an idle service would otherwise hold (``benchmarks/video.py``, "Memory").
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..allocator import release_freed_memory
 from ..errors import ErrorCode, FacefuseError
 from ..fusion.engine import FusionOptions
 from ..pipeline import Fuser
@@ -191,6 +196,7 @@ class JobRunner:
                 self.store.keep_result_only(job_id)
             if self.space is not None and (after is None or after.state not in ACTIVE):
                 self.space.release(job_id)
+            release_freed_memory()
 
     def _finish(self, record: JobRecord, state: JobState, *, result: str | None = None,
                 error: FacefuseError | None = None, warnings: Sequence[str] = ()) -> None:
