@@ -25,6 +25,8 @@ import httpx
 from common import FACES, machine, median, percentile, write_section
 from prometheus_client.parser import text_string_to_metric_families
 
+from facefuse.serve.scheduler import IDLE_RELEASE_S
+
 TARGET_720P = FACES / "face_recognition/obama-720p.jpg"
 SOURCE_FULL = FACES / "face_recognition/biden.jpg"
 CONCURRENCY = (1, 4, 8, 16)
@@ -384,8 +386,11 @@ def main() -> None:
                 phase = asyncio.run(closed_loop(server.url, body, content_type, 8, soak, max_seconds * 5))
                 total_5xx += phase.server_errors
                 rss_after, peak = server.rss_mb(), server.rss_mb("VmHWM")
+                time.sleep(IDLE_RELEASE_S + 1.5)  # quiet: the scheduler hands the workers' free pages back
+                rss_idle = server.rss_mb()
                 soak_line = (f"RSS of the server (max_batch 2) before / after {len(phase.latencies_s)} more requests "
-                             f"at concurrency 8: {rss_before:.0f} MB / {rss_after:.0f} MB; peak RSS (VmHWM) over "
+                             f"at concurrency 8: {rss_before:.0f} MB / {rss_after:.0f} MB; "
+                             f"{IDLE_RELEASE_S + 1.5:.1f} s later, idle: {rss_idle:.0f} MB; peak RSS (VmHWM) over "
                              f"the whole run: {peak:.0f} MB.")
                 print(soak_line, flush=True)
         finally:

@@ -10,10 +10,16 @@ requests and assertions run against either.
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -24,6 +30,41 @@ from facefuse.config import StoreConfig
 from facefuse.errors import ERROR_TABLE, ErrorCode
 from facefuse.serve import ServeSettings, create_app
 from facefuse.serve.server import server_config
+
+
+@contextmanager
+def serve_process(store_config: StoreConfig, jobs_dir: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """A real ``facefuse serve`` process (the CLI's, with its allocator tuning) on a free port, its jobs in
+    ``jobs_dir``; yields the process and its URL once /readyz answers, and stops it after."""
+    port = free_port()
+    env = {**os.environ, "FACEFUSE_PORT": str(port), "FACEFUSE_JOBS_DIR": str(jobs_dir),
+           "FACEFUSE_HOME": str(store_config.home), "FACEFUSE_MODEL_MIRROR": str(store_config.mirror),
+           "FACEFUSE_ANALYSIS_CACHE_MB": "0", "FACEFUSE_WORKERS": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "facefuse", "serve"], env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        end = time.monotonic() + 120
+        while time.monotonic() < end:
+            assert process.poll() is None, "facefuse serve exited during start-up"
+            try:
+                if httpx.get(url + "/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        yield process, url
+    finally:
+        if process.poll() is None:
+            process.terminate()
+        process.wait(timeout=60)
+
+
+def rss_mb(pid: int) -> float:
+    """A process's resident memory (MB), from /proc."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for process {pid}")
 
 
 def free_port() -> int:

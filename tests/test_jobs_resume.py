@@ -7,13 +7,8 @@ and the restart the job's database and folder are read directly, to see exactly 
 from __future__ import annotations
 
 import io
-import os
-import subprocess
-import sys
 import time
 import zipfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,35 +16,10 @@ import av
 import httpx
 from job_helpers import FINISHED, make_clip, submit, wait_for
 from PIL import Image
-from serve_helpers import free_port
+from serve_helpers import rss_mb, serve_process
 
 from facefuse.imageio import read_label
 from facefuse.jobs import JobState, JobStore
-
-
-@contextmanager
-def serve_process(store_config, jobs_dir: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    port = free_port()
-    env = {**os.environ, "FACEFUSE_PORT": str(port), "FACEFUSE_JOBS_DIR": str(jobs_dir),
-           "FACEFUSE_HOME": str(store_config.home), "FACEFUSE_MODEL_MIRROR": str(store_config.mirror),
-           "FACEFUSE_ANALYSIS_CACHE_MB": "0", "FACEFUSE_WORKERS": "1"}
-    process = subprocess.Popen([sys.executable, "-m", "facefuse", "serve"], env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, text=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        end = time.monotonic() + 120
-        while time.monotonic() < end:
-            assert process.poll() is None, "facefuse serve exited during start-up"
-            try:
-                if httpx.get(url + "/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        yield process, url
-    finally:
-        if process.poll() is None:
-            process.terminate()
-        process.wait(timeout=60)
 
 
 def test_job_killed_mid_run_resumes_on_restart(store_config, faces_dir: Path, tmp_path: Path):
@@ -109,13 +79,6 @@ def test_video_job_killed_mid_run_continues_from_its_last_segment(store_config, 
         assert sum(1 for _ in output.decode(video=0)) == 60  # whole, not truncated, no frame twice
 
 
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError(f"no VmRSS for process {pid}")
-
-
 def test_a_finished_video_job_gives_its_working_memory_back(store_config, faces_dir: Path, tmp_path: Path):
     """The service keeps freed blocks for the next frame (facefuse.allocator); when a job ends its worker hands the
     free pages back (release_freed_memory), so a service left idle after a video does not hold the video's working
@@ -133,12 +96,12 @@ def test_a_finished_video_job_gives_its_working_memory_back(store_config, faces_
 
         def sample(job: dict[str, Any]) -> bool:
             if job["state"] == "running":
-                busy.append(_rss_mb(process.pid))
+                busy.append(rss_mb(process.pid))
             return job["state"] in FINISHED
 
         job = wait_for(url, job_id, sample, timeout_s=600)
         assert job["state"] == "done", job
         time.sleep(1.0)  # the worker's bookkeeping after the state change
-        idle = _rss_mb(process.pid)
+        idle = rss_mb(process.pid)
     assert len(busy) >= 5, busy  # the job was seen running
     assert idle < max(busy) - 60, (max(busy), idle)  # without the hand-back: within ~1 MB (128 MB with it)

@@ -16,6 +16,9 @@ Why this shape:
 * At most ``ceil(workers / max_batch) + 1`` batches are in flight: enough to keep every worker busy with one batch
   formed ahead, few enough that work is not handed to the pool long before a worker can take it. A job whose client
   went away or whose deadline passed is dropped when a worker reaches it, before any work is done.
+* Once no request has finished for ``IDLE_RELEASE_S`` and none waits or runs, the free pages the workers' arenas
+  kept are handed back to the kernel (:func:`facefuse.allocator.release_freed_memory`): under load the process keeps
+  freed blocks for the next request (no page faults), and a service left idle after a burst does not hold its peak.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from ..allocator import release_freed_memory
 from ..errors import ErrorCode, FacefuseError
 from .metrics import ServiceMetrics
 
@@ -37,6 +41,7 @@ T = TypeVar("T")
 _RATE_WINDOW = 32  # completions the throughput is measured over
 _RATE_MAX_AGE_S = 120.0  # older completions describe another load
 _FIRST_GUESS_S = 1.0  # one job's duration before any was measured (a CPU fusion takes about that)
+IDLE_RELEASE_S = 2.0  # quiet seconds after the last finished request before the freed pages go back
 
 
 class ClientGone(Exception):
@@ -90,11 +95,14 @@ class RequestScheduler:
         self._service_s: float | None = None  # running estimate of one job's duration (before any backlog)
         self._running = 0
         self._backlogged: deque[float] = deque(maxlen=_RATE_WINDOW)  # ends of jobs finished with others waiting
+        self._idle_release: asyncio.TimerHandle | None = None  # the hand-back due once the service stays quiet
 
     def start(self) -> None:
         self._scheduler = asyncio.get_running_loop().create_task(self._schedule(), name="facefuse-scheduler")
 
     async def stop(self) -> None:
+        if self._idle_release is not None:
+            self._idle_release.cancel()
         if self._scheduler:
             self._scheduler.cancel()
             await asyncio.gather(self._scheduler, return_exceptions=True)
@@ -214,6 +222,17 @@ class RequestScheduler:
         else:
             if not job.future.done():
                 job.future.set_result(value)
+        finally:
+            if self._idle_release is not None:
+                self._idle_release.cancel()
+            self._idle_release = loop.call_later(IDLE_RELEASE_S, self._release_if_idle, loop)
+
+    def _release_if_idle(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The timer's end: the pages go back on a worker thread if nothing has been admitted since."""
+        self._idle_release = None
+        stopped = self._scheduler is None or self._scheduler.done()  # (the pool is shut down with it)
+        if not stopped and self._pending == 0 and self._running == 0:
+            loop.run_in_executor(self._pool, release_freed_memory)
 
     def _execute(self, job: Job) -> Any:
         """Runs in a worker thread: skip abandoned or late jobs, else do the work and keep the timing estimate."""
