@@ -24,6 +24,7 @@ SOURCE = FACES / "face_recognition/biden.jpg"
 TARGET_720P = FACES / "face_recognition/obama-720p.jpg"
 TARGET_1080P = FACES / "face_recognition/obama-1080p.jpg"
 STAGES = ["source_decode", "source_detect", "source_landmarks", "source_gate", "source_restore", "source_render",
+          "source_segment",
           "decode", "detect", "landmarks", "gate", "restore", "align", "render", "segment", "relight", "blend", "label",
           "total"]  # the keys of FusionResult.timings_ms: the source's slice prefixed, the target's stages by name
 

@@ -76,7 +76,8 @@ print(json.dumps({"photo": photo, "video": video}))
 
 PHOTO_STAGES = ["decode", "detect", "landmarks", "gate", "restore", "render", "align", "segment", "relight",
                 "blend", "label"]
-PHOTO_ROWS = [f"source_{s}" for s in PHOTO_STAGES[:6]] + PHOTO_STAGES + ["total", "wall", "cpu"]
+# the source's slice (its segment stage parses the source face, where the tree has it: a cell without it reads –)
+PHOTO_ROWS = [f"source_{s}" for s in [*PHOTO_STAGES[:6], "segment"]] + PHOTO_STAGES + ["total", "wall", "cpu"]
 VIDEO_ROWS = ["decode", "track", "fuse", "align", "render", "segment", "relight", "blend", "label", "encode", "cpu",
               "fps"]
 VIDEO_CPU_ROWS = {"align", "render", "segment", "relight", "blend", "label"}  # the frame's stages (fuse_frame)

@@ -69,7 +69,9 @@ def test_identity_moves_toward_the_source_as_feature_degree_rises(fuser, judge, 
                                                                    target_ref):
     """Judged by MobileFaceNet against *other* photos of both people, at the default profile degree.
 
-    Each step may dip by at most 0.01 (the judge's own noise on near-identical images); over the range the
+    Each step may dip by at most 0.03 (the judge's own noise on near-identical images: carrying the source's parsing
+    instead of parsing the rendered face changed obama.jpg onto biden.jpg at degree 75 by 1.4 levels on average
+    where it changed it at all, invisible side by side, and the judge's cosine by 0.022); over the range the
     similarity to the source must rise clearly and the similarity to the target fall clearly. The target's side may
     rise a little in one step (≤ 0.05): its lighting and the broad shading of its skin (a beard's shadow) are kept
     at every degree by the relight stage, by design.
@@ -83,7 +85,7 @@ def test_identity_moves_toward_the_source_as_feature_degree_rises(fuser, judge, 
         embedding = _embed_largest(fuser, judge, image)
         to_source.append(float(embedding @ source_emb))
         to_target.append(float(embedding @ target_emb))
-    assert all(b > a - 0.01 for a, b in zip(to_source, to_source[1:])), to_source
+    assert all(b > a - 0.03 for a, b in zip(to_source, to_source[1:])), to_source
     assert to_source[-1] - to_source[0] > 0.2, to_source
     assert to_target[0] - to_target[-1] > 0.2, to_target
     assert all(b < a + 0.05 for a, b in zip(to_target, to_target[1:])), to_target
@@ -238,10 +240,11 @@ def test_reused_photos_are_analysed_once(store_config, photos):
 
 
 def test_a_template_keeps_its_segmenter_half_and_triangles_with_its_cached_face(store_config, photos, monkeypatch):
-    """A target seen before (a template): the segmenter runs on the new face alone and the triangulation is not
-    redone (facefuse.analysis.cache.FaceMemo; issue 19, "photos seen before"), the output equal to the bit to an
-    uncached fusion's; a restored target or the second face of a photo keep nothing (their crop's pixels are not
-    the cached photo's), and what is kept goes with the cached face."""
+    """A target seen before (a template): its half of the segmenter output and its triangulation are not redone
+    (facefuse.analysis.cache.FaceMemo; issue 19, "photos seen before"), and a source seen before keeps its parsing
+    too (the new face takes the source's, carried by the engine's map): the segmenter does not run at all, the
+    output equal to the bit to an uncached fusion's; a restored photo or the second face of a photo keep nothing
+    (their crop's pixels are not the cached photo's), and what is kept goes with the cached face."""
     import gc
 
     from facefuse.analysis.cache import FaceMemo
@@ -266,12 +269,12 @@ def test_a_template_keeps_its_segmenter_half_and_triangles_with_its_cached_face(
     fuser = Fuser(FuserConfig(store=store_config, analysis_cache_mb=64))
     options = FusionOptions(visible_label=False)
     first = fuser.fuse(photos["biden"], photos["obama"], options).image
-    assert batches == [1, 1]  # the target's half computed alone, then kept
+    assert batches == [1, 1]  # the source parsed in its own photo, the target's half alone; both kept
     computed = triangulations["n"]  # the face's own triangles and the ring's (which follows the new contour)
     batches.clear()
     triangulations["n"] = 0
     again = fuser.fuse(photos["biden"].read_bytes(), photos["obama"].read_bytes(), options).image
-    assert batches == [1] and triangulations["n"] == computed - 1
+    assert batches == [] and triangulations["n"] == computed - 1
     assert np.array_equal(again, first)
     uncached = Fuser(FuserConfig(store=store_config, analysis_cache_mb=0)).fuse(photos["biden"], photos["obama"],
                                                                                options).image
@@ -279,12 +282,12 @@ def test_a_template_keeps_its_segmenter_half_and_triangles_with_its_cached_face(
     batches.clear()
     fuser.fuse(photos["obama"], photos["biden"], FusionOptions(visible_label=False, restore="on"))
     fuser.fuse(photos["obama"], photos["biden"], FusionOptions(visible_label=False, restore="on"))
-    assert batches == [2, 2]  # a restored target: its pixels are not the cached photo's, nothing is kept
+    assert batches == [1, 1, 1, 1]  # restored source and target: their pixels are not the cached photos', nothing kept
     batches.clear()
     every_face = FusionOptions(visible_label=False, target_face="all")
     fuser.fuse(photos["biden"], photos["two"], every_face)
     fuser.fuse(photos["biden"], photos["two"], every_face)
-    assert batches == [1, 1, 2, 1, 2]  # the second face sees the photo with the first one fused: never kept
+    assert batches == [1, 1, 1]  # the second face sees the photo with the first one fused: never kept
 
     small = Fuser(FuserConfig(store=store_config, analysis_cache_mb=8))  # holds two or three photos at a time
     for target in sorted((photos["obama"].parent).glob("*.jpg"))[:8]:
@@ -326,6 +329,29 @@ def test_a_photo_fused_with_itself_comes_back_nearly_unchanged(fuser, faces_dir,
     ratio = sharpness_ratio(output, target.image, zone)
     assert psnr >= 35.0, psnr
     assert 0.8 <= ratio <= 1.25, ratio
+
+
+@pytest.mark.parametrize("photo", ["hard/same-person/jay_chou/01_studio_tilted_warm.jpg", "face_recognition/obama.jpg",
+                                   "face-api-js/howard/howard1.png", "face_recognition/biden.jpg"])
+def test_a_photo_fused_with_itself_keeps_its_lips(fuser, faces_dir, photo):
+    """The source's mouth interior is painted closed only as far as it is more open than the target's: painted
+    always, its lip-coloured paint reached past the inner lips and a self-fusion came back with a doubled lower
+    lip (jay_chou, lips parted at one corner) — 26.7–32.3 dB on the lips grown by an eighth of their width
+    (judged on dlib's 68 points, not the pipeline's mesh) for these photos, 36.2–41.0 dB since."""
+    from facefuse_eval.pose_judge import PoseJudge
+
+    path = faces_dir / photo
+    target = fuser.analyze(path)
+    face = max(target.faces, key=lambda f: f.area)
+    judge = PoseJudge()
+    points = judge.landmarks(target.image, judge.face_rect(target.image, face.box))
+    lips = np.zeros(target.image.shape[:2], np.uint8)
+    cv2.fillPoly(lips, [np.round(points[48:60]).astype(np.int32)], 1)
+    grow = max(1, int(np.ptp(points[48:60, 0]) / 8))
+    lips = cv2.dilate(lips, np.ones((2 * grow + 1, 2 * grow + 1), np.uint8)) > 0
+    output = fuser.fuse(path, path, FusionOptions(visible_label=False)).image
+    mse = float(np.mean((output[lips].astype(np.float64) - target.image[lips]) ** 2))
+    assert 10 * np.log10(255.0 ** 2 / max(mse, 1e-9)) >= 34.0
 
 
 @pytest.mark.parametrize("photo", ["face-api-js/howard/howard1.png", "face-api-js/amy/amy1.png",
@@ -418,6 +444,33 @@ def test_a_black_and_white_target_gives_a_black_and_white_face():
     assert np.abs(chroma).max() <= 2.0, np.abs(chroma).max()
     before = cv2.cvtColor(face, cv2.COLOR_RGB2Lab)[..., 1:].astype(np.float32) - 128
     assert np.abs(before).max() > 20  # the source was colourful
+
+
+def test_the_source_map_carries_what_is_known_of_the_source_photo_where_the_engine_put_its_pixels(fuser, photos):
+    """``RenderedFace.source_map`` (the segment stage carries the source's parsing along it): the source photo's own
+    pixels carried by it (bilinear) land where the render put them (bicubic) — within 0.9 levels on average at the
+    crop's size and 3.3 at the segmenter's 128 px, where one pixel off reads 6.0 and 10.8 (measured on this
+    pair)."""
+    from facefuse.fusion.occlusion import segmenter_crop
+    from facefuse.geometry.align import aligned_crop
+
+    options = FusionOptions(visible_label=False)
+    prepared = fuser.prepare(photos["biden"], options)
+    target = fuser.analyze(photos["obama"])
+    face = target.faces[0]
+    matrix, size = prepared.engine.crop_matrix(face, options)
+    rendered = prepared.engine.render(prepared.prepared, aligned_crop(target.image, matrix, size), matrix, face,
+                                      options, target.image)
+    assert rendered.source_map is not None
+    photo = prepared.prepared.payload["image"].astype(np.float32)
+    identity = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    for side, reference, near, off in ((size, rendered.crop, 2.0, 4.5), (128, segmenter_crop(rendered.crop), 5.0, 8.0)):
+        carried = rendered.source_map.warp(np.ascontiguousarray(photo.transpose(2, 0, 1)), identity, side)
+        carried = carried.transpose(1, 2, 0)
+        inside = cv2.erode((carried.sum(2) > 0).astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
+        assert inside.mean() > 0.9  # the crop within the photo
+        assert np.abs(carried - reference)[inside].mean() < near
+        assert np.abs(np.roll(carried, 1, axis=1) - reference)[inside].mean() > off
 
 
 def test_the_mesh_engine_reshapes_the_target_only_inside_the_box_the_later_stages_read(fuser, photos):

@@ -184,7 +184,7 @@ class Fuser:
         (chosen,) = record.faces
         assert record.analysis is not None and record.prepared is not None and record.engine is not None
         return PreparedSource(record.analysis, chosen.found, chosen.face, record.prepared, record.engine,
-                              record.timings_ms, record.notes)
+                              record.timings_ms, record.notes, record.parsing)
 
     def fuse(self, source: ImageInput, target: ImageInput, options: FusionOptions | None = None,
              encoding: Encoding | None = None) -> FusionResult:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol
 
+import cv2
 import numpy as np
 from pydantic import Field
 
@@ -116,6 +117,45 @@ class SourceFace:
     payload: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, eq=False)
+class SourceMap:
+    """Where each pixel of a new face comes from in the source photo: the engine's remap ``table`` (crop pixel →
+    the coordinates of the frame ``to_crop`` maps the photo into), and, where part of the face was taken from its
+    mirror side, that side's table and its weight per crop pixel.
+
+    Why: anything known about the source photo pixel by pixel can follow the face the way its texture did — the
+    segment stage parses the source once in its own photo, a natural face, instead of parsing every rendered face
+    (a stretched one, with the photo's border reflected into the crop's corners; issue 17: a fringe over the
+    temple that the render's parsing missed showed as a grey smear)."""
+
+    table: tuple[np.ndarray, np.ndarray]
+    to_crop: np.ndarray  # (2, 3) source photo → the table's frame
+    mirror_table: tuple[np.ndarray, np.ndarray] | None = None
+    mirror_weight: np.ndarray | None = None
+
+    def warp(self, planes: np.ndarray, photo_to_planes: np.ndarray, size: int) -> np.ndarray:
+        """``planes`` (channels × h × w, float32, in the frame ``photo_to_planes`` maps the source photo into)
+        carried onto the crop at ``size`` × ``size`` (the crop scaled, e.g. to the segmenter's 128 px), bilinear;
+        0 where the source frame has no pixel."""
+        from_table = np.vstack([photo_to_planes, [0.0, 0.0, 1.0]]) @ np.vstack(
+            [cv2.invertAffineTransform(self.to_crop), [0.0, 0.0, 1.0]])
+        stack = np.ascontiguousarray(planes.transpose(1, 2, 0))
+
+        def carried(table: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+            map_x, map_y = (cv2.resize(m, (size, size), interpolation=cv2.INTER_AREA) for m in table)
+            x = from_table[0, 0] * map_x + from_table[0, 1] * map_y + from_table[0, 2]
+            y = from_table[1, 0] * map_x + from_table[1, 1] * map_y + from_table[1, 2]
+            out = cv2.remap(stack, x.astype(np.float32), y.astype(np.float32), interpolation=cv2.INTER_LINEAR,
+                            borderMode=cv2.BORDER_CONSTANT, borderValue=0)
+            return out.reshape(size, size, -1)
+
+        out = carried(self.table)
+        if self.mirror_table is not None and self.mirror_weight is not None:
+            weight = cv2.resize(self.mirror_weight, (size, size), interpolation=cv2.INTER_AREA)[..., None]
+            out = out + np.clip(weight, 0.0, 1.0) * (carried(self.mirror_table) - out)
+        return np.ascontiguousarray(out.transpose(2, 0, 1), dtype=np.float32)
+
+
 @dataclass
 class RenderedFace:
     """A generated face in an aligned square crop of the target.
@@ -140,6 +180,7 @@ class RenderedFace:
     skin: np.ndarray | None = None
     normals: ShapeNormals | None = None
     points: np.ndarray | None = None  # the new face's 468 points in the crop (x, y), where the engine knows them
+    source_map: SourceMap | None = None  # where the new face's pixels come from in the source photo, if known
 
 
 # one frame's turn in what a track's frames share (facefuse.video.parsing.ParsingTurn): called with the work that
@@ -184,6 +225,9 @@ class FusionEngine(Protocol):
     engine and the segment stage alike), then ``render`` on that crop for each target face."""
 
     name: str
+    # True when ``render`` fills ``RenderedFace.source_map``: the segment stage then parses the source once, in its
+    # own photo, and carries that onto each new face instead of parsing the rendered one
+    maps_source: bool
 
     def prepare_source(self, image: np.ndarray, face: Face) -> SourceFace: ...
 

@@ -81,6 +81,8 @@ def load_emap(path: Path) -> np.ndarray:
 class SwapperEngine:
     """One swapper model plus what makes its source input (recognizer, emap or converter)."""
 
+    maps_source = False  # a network's output pixel has no one place in the source photo
+
     def __init__(self, name: str, session: Any, recognizer: Recognizer | None = None,
                  converter: Any | None = None, emap: np.ndarray | None = None) -> None:
         self.name = name

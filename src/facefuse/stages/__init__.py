@@ -4,8 +4,9 @@ decode → detect → landmarks → gate → restore → align → render → se
 
 (``align`` … ``post`` run once per chosen face.) Which path runs which slice (:class:`facefuse.pipeline.Fuser`):
 
-- a photo fusion: the source through :data:`SOURCE` (once: a batch and a video reuse it), the target through
-  decode … encode;
+- a photo fusion: the source through :data:`SOURCE` (once: a batch and a video reuse it; its segment stage parses
+  the source face in its own photo, for engines that say where each new face's pixel comes from in it), the target
+  through decode … encode;
 - Ray Serve: the analysis deployment runs :data:`ANALYSIS`, the fusion deployment the rest;
 - a video or live frame: gate … label (the tracker stands in for decode, detect, landmarks and the face choice;
   the video encoder for encode);
@@ -45,7 +46,7 @@ __all__ = ["ANALYSIS", "SOURCE", "AlignedFace", "Models", "Pipeline", "PreparedS
            "TargetFace", "default_stages"]
 
 ANALYSIS = ("decode", "detect", "landmarks")  # what an analysis (and the cache) holds
-SOURCE = (*ANALYSIS, "gate", "restore", "render")  # the source's slice: prepared once
+SOURCE = (*ANALYSIS, "gate", "restore", "render", "segment")  # the source's slice: prepared once
 
 
 @dataclass(frozen=True, eq=False)

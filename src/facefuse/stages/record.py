@@ -19,6 +19,7 @@ from ..errors import FacefuseError
 from ..fusion.engine import FusionOptions
 
 if TYPE_CHECKING:
+    from ..analysis.segmentation import FaceParsing
     from ..fusion.blend import LutSmoother
     from ..fusion.engine import FusionEngine, RenderedFace, SourceFace, StreamCarry
     from ..fusion.occlusion import OcclusionMasks
@@ -69,6 +70,8 @@ class PreparedSource:
     engine: FusionEngine
     timings_ms: Mapping[str, float]
     warnings: tuple[str, ...] = ()
+    # the segment stage's parsing of the source face in its own photo (engines that map the source, segmenter on)
+    parsing: FaceParsing | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -88,6 +91,7 @@ class Record:
     source: PreparedSource | None = None  # for targets and frames
     engine: FusionEngine | None = None  # the source's engine, resolved once (by Fuser.prepare, else by render)
     prepared: SourceFace | None = None  # the source's render stage: the engine's payload
+    parsing: FaceParsing | None = None  # the source's segment stage: its face parsed in its own photo
     encode: Encoding | None = None  # set: the encode stage writes ``encoded``
     encoded: bytes | None = None
     # the per-face stages' fields, for the face ``face`` is (reset for each face)
@@ -119,11 +123,14 @@ class Record:
 
     def cached_face(self) -> Face | None:
         """The face being worked on as the analysis cache holds it, when work that depends on it alone may be kept
-        with it (:class:`~facefuse.analysis.cache.FaceMemo`): a target photo that came through the cache, no face
-        of it restored (the photo's pixels are the cached ones), and the first face fused (the faces after it see
-        the photo with that one changed). Else None."""
-        if (self.role != "target" or not self.cache_key or self.face is None or not self.faces
-                or self.face is not self.faces[0] or any(t.face is not t.found for t in self.faces)):
+        with it (:class:`~facefuse.analysis.cache.FaceMemo`): a photo that came through the cache, no face of it
+        restored (the photo's pixels are the cached ones), and for a target the first face fused (the faces after
+        it see the photo with that one changed); a source record is its one chosen face. Else None."""
+        if not self.cache_key or not self.faces or any(t.face is not t.found for t in self.faces):
+            return None
+        if self.role == "source":
+            return self.faces[0].found
+        if self.role != "target" or self.face is None or self.face is not self.faces[0]:
             return None
         return self.face.found
 
