@@ -94,7 +94,7 @@ def test_fuse_answers_as_the_single_process_does(client: httpx.Client, local: Li
     def stages(answer: httpx.Response) -> list[str]:
         return [part.split(";")[0] for part in answer.headers["server-timing"].split(", ")]
 
-    source = ["decode", "detect", "landmarks", "gate", "restore", "render"]
+    source = ["decode", "detect", "landmarks", "gate", "restore", "render", "segment"]
     target = ["decode", "detect", "landmarks", "gate", "restore", "align", "render", "segment", "relight", "blend",
               "label", "encode"]
     expected = ["queue", *(f"source_{n}" for n in source), *target, "total"]
