@@ -19,9 +19,14 @@ import tempfile
 from io import BytesIO
 from pathlib import Path
 
-from common import FACES, REPO, machine, median, write_section
-from fusion_speed import four_k_jpeg
-from video import portrait_clip
+# the variables facefuse's import sets when the caller has not (facefuse/__init__.py), noted before this script's
+# own import sets them: each tree's child starts without them, so it runs with its own tree's defaults
+SET_BY_IMPORT = {name for name in ("ORT_DISABLE_TELEMETRY", "OPENCV_THREAD_POOL_ACTIVE_WAIT_WORKER",
+                                   "OPENCV_THREAD_POOL_ACTIVE_WAIT_PAUSE_LIMIT") if name not in os.environ}
+
+from common import FACES, REPO, machine, median, write_section  # noqa: E402
+from fusion_speed import four_k_jpeg  # noqa: E402
+from video import portrait_clip  # noqa: E402
 
 SOURCE = FACES / "face_recognition/biden.jpg"
 TARGET = FACES / "face_recognition/obama-720p.jpg"
@@ -95,7 +100,7 @@ def base_tree(ref: str, folder: Path) -> Path:
 
 
 def turn(src: Path, source: Path, target: Path, runs: int, clips: dict[str, str], out: Path, cache_mb: int) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(src)}
+    env = {**{k: v for k, v in os.environ.items() if k not in SET_BY_IMPORT}, "PYTHONPATH": str(src)}
     done = subprocess.run([sys.executable, "-c", CHILD, str(source), str(target), str(runs), json.dumps(clips),
                            str(out), str(cache_mb)], env=env, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])

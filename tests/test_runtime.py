@@ -171,6 +171,24 @@ def test_service_setting_reaches_the_runtime() -> None:
     assert (runtime.batch_window_ms, runtime.batch_max, runtime.concurrency) == (5, 4, 2)
 
 
+@pytest.mark.parametrize("given, expected", [(None, "0"), ("2000", "2000")])
+def test_opencvs_pool_workers_sleep_unless_the_caller_said_otherwise(given: str | None, expected: str) -> None:
+    """``import facefuse`` sets OpenCV's worker spin to 0 before cv2 is loaded (it is read at load time): a fresh
+    interpreter sees it in its environment once cv2 is imported through facefuse, and a value the caller set is kept."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENCV_THREAD_POOL_")}
+    if given is not None:
+        env["OPENCV_THREAD_POOL_ACTIVE_WAIT_WORKER"] = given
+    probe = ("import sys, os; assert 'cv2' not in sys.modules; import facefuse; assert 'cv2' in sys.modules; "
+             "print(os.environ['OPENCV_THREAD_POOL_ACTIVE_WAIT_WORKER'], "
+             "os.environ['OPENCV_THREAD_POOL_ACTIVE_WAIT_PAUSE_LIMIT'])")
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.split() == [expected, "0"]
+
+
 def test_allocator_tuning_applies_on_glibc_and_can_be_repeated():
     """The CLI, the server and Ray replicas raise glibc's mmap/trim thresholds for their process (fewer page faults
     per video frame); elsewhere the call says it did nothing."""

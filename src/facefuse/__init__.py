@@ -23,6 +23,15 @@ from typing import Any
 # before any facefuse module imports onnxruntime (tests/test_no_network.py runs the service in a network namespace
 # with a listening proxy and fails on any outbound attempt). An explicit ORT_DISABLE_TELEMETRY=0 is respected.
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+# OpenCV's own thread pool (resize, remap, blur split over the cores) lets its workers spin for thousands of
+# iterations after each parallel call before they sleep; a fusion makes hundreds of such calls, so on a 2-core
+# machine that shares its cores with the other photo's analysis, ONNX Runtime and the encoder, that spin was about
+# an eighth of a fusion's CPU time (benchmarks/speed_ab.py, docs/speed.md). The workers now sleep at once; the
+# calling thread still spins while it waits for them (stopping that too cost 2–3 ms of a photo's wall time).
+# OpenCV reads these when it is loaded, so they are set before any facefuse module imports cv2; a value the caller
+# set is respected, and a process that imported cv2 before facefuse keeps its pool as it was.
+for _wait in ("OPENCV_THREAD_POOL_ACTIVE_WAIT_WORKER", "OPENCV_THREAD_POOL_ACTIVE_WAIT_PAUSE_LIMIT"):
+    os.environ.setdefault(_wait, "0")
 
 from .analysis.types import Face, ImageAnalysis, Pose  # noqa: E402
 from .errors import ErrorCode, FacefuseError  # noqa: E402
