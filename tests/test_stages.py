@@ -63,22 +63,14 @@ def test_a_photo_runs_the_source_slice_then_the_whole_list(uncached: Fuser, rec:
 def test_the_source_is_parsed_once_in_its_own_photo_for_an_engine_that_maps_it(uncached: Fuser, rec: Path) -> None:
     """The source's segment stage parses its face in its own photo (the mesh engine says where each new face's
     pixel comes from there); a fusion with segmentation off parses nothing."""
-    parsing = uncached.prepare(rec / "biden.jpg", FusionOptions()).parsing()
-    assert parsing is not None and parsing.probabilities.shape == (8, 128, 128)
+    prepared = uncached.prepare(rec / "biden.jpg", FusionOptions())
+    assert prepared.parsing is not None and prepared.engine.maps_source
+    assert prepared.parsing.probabilities.shape == (8, 128, 128)
     # the parsing sees a face: skin in the middle of its crop, and sums to one per pixel (class probabilities)
-    assert (parsing.labels[48:80, 48:80] == 1).mean() > 0.5
-    assert np.allclose(parsing.probabilities.sum(0), 1.0, atol=1e-4)
-    assert uncached.prepare(rec / "biden.jpg", FusionOptions(segmentation="off")).parsing() is None
-
-
-def test_a_photo_fused_in_one_call_is_the_one_fused_from_a_prepared_source(uncached: Fuser, rec: Path) -> None:
-    """``fuse`` parses the source on a thread of its own beside the target's stages (the target's segment stage waits
-    for it); the output is the bytes a source prepared first gives, and its timings name the source's segment."""
-    options = FusionOptions(visible_label=False)
-    one_call = uncached.fuse(rec / "biden.jpg", rec / "obama.jpg", options)
-    prepared_first = uncached.fuse_prepared(uncached.prepare(rec / "biden.jpg", options), rec / "obama.jpg", options)
-    assert np.array_equal(one_call.image, prepared_first.image)
-    assert "source_segment" in one_call.timings_ms
+    labels = prepared.parsing.labels
+    assert (labels[48:80, 48:80] == 1).mean() > 0.5
+    assert np.allclose(prepared.parsing.probabilities.sum(0), 1.0, atol=1e-4)
+    assert uncached.prepare(rec / "biden.jpg", FusionOptions(segmentation="off")).parsing is None
 
 
 def test_detect_runs_decode_to_gate_with_the_fusions_verdict(uncached: Fuser, faces_dir: Path, rec: Path) -> None:

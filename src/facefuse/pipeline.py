@@ -19,7 +19,7 @@ import numpy as np
 
 from .analysis.analyzer import FaceAnalyzer
 from .analysis.cache import AnalysisCache, FaceMemo
-from .analysis.segmentation import SEGMENTER_MODEL, FaceParsing, FaceSegmenter
+from .analysis.segmentation import SEGMENTER_MODEL, FaceSegmenter
 from .analysis.select import parse_face_choice
 from .analysis.types import Face, ImageAnalysis
 from .config import AnalysisConfig, RuntimeConfig, StoreConfig
@@ -179,11 +179,12 @@ class Fuser:
     # --- fusion --------------------------------------------------------------------------------------------------
     def prepare(self, source: ImageInput | ImageAnalysis, options: FusionOptions) -> PreparedSource:
         """The source's slice of the list, done once: a batch reuses it for every target, a video for every frame."""
-        return _prepared(self.stages.only(SOURCE)(self._source_record(source, options)))
-
-    def _source_record(self, source: ImageInput | ImageAnalysis, options: FusionOptions) -> Record:
         engine = self.engine(options.engine)  # resolved once; an unknown engine fails before any photo is decoded
-        return replace(_given(source, "source", options), engine=engine)
+        record = self.stages.only(SOURCE)(replace(_given(source, "source", options), engine=engine))
+        (chosen,) = record.faces
+        assert record.analysis is not None and record.prepared is not None and record.engine is not None
+        return PreparedSource(record.analysis, chosen.found, chosen.face, record.prepared, record.engine,
+                              record.timings_ms, record.notes, record.parsing)
 
     def fuse(self, source: ImageInput, target: ImageInput, options: FusionOptions | None = None,
              encoding: Encoding | None = None) -> FusionResult:
@@ -191,18 +192,12 @@ class Fuser:
 
         The target's analysis (decode, detect, landmarks: ~40 % of a fusion whose photos are both new) runs on a
         second thread while this one does the source's slice: decoding and the models release the GIL, so on two
-        cores the two analyses overlap instead of adding up. A source that fails is still the error reported. The
-        source's last stage (segment: its face parsed, ~5 ms) runs on a thread of its own beside the target's
-        stages up to the target's segment stage, which waits for it: the source's slice is the longer of the two,
-        and the target's render does not need the parsing."""
+        cores the two analyses overlap instead of adding up. A source that fails is still the error reported."""
         options = options or FusionOptions()
         analysing = _on_a_thread(self.stages.only(ANALYSIS), _given(target, "target", options))
-        *before, last = SOURCE
-        source_record = self.stages.only(before)(self._source_record(source, options))
-        parsing = _on_a_thread(self.stages.only((last,)), source_record)
-        prepared = _prepared(source_record, lambda: parsing.result().parsing)
-        record = self.stages(replace(analysing.result(), source=prepared, encode=encoding))
-        return _result(_prepared(parsing.result()), record)
+        prepared = self.prepare(source, options)
+        record = replace(analysing.result(), source=prepared, encode=encoding)
+        return _result(prepared, self.stages(record))
 
     def fuse_prepared(self, source: PreparedSource, target: ImageInput | ImageAnalysis, options: FusionOptions,
                       encoding: Encoding | None = None) -> FusionResult:
@@ -227,16 +222,6 @@ class Fuser:
         return self.stages.between("gate", "label")(record)
 
 
-def _prepared(record: Record, parsing: Callable[[], FaceParsing | None] | None = None) -> PreparedSource:
-    """The source record after its slice as the :class:`PreparedSource` the target's stages read; ``parsing``:
-    how to get the source's parsing where its segment stage still runs (default: the record's own)."""
-    (chosen,) = record.faces
-    assert record.analysis is not None and record.prepared is not None and record.engine is not None
-    done = record.parsing
-    return PreparedSource(record.analysis, chosen.found, chosen.face, record.prepared, record.engine,
-                          record.timings_ms, record.notes, parsing or (lambda: done))
-
-
 def _on_a_thread(stages: Pipeline, record: Record) -> Future[Record]:
     """``stages(record)`` on a new thread (one per call: nothing shared between requests, no pool to size)."""
     future: Future[Record] = Future()
@@ -247,7 +232,7 @@ def _on_a_thread(stages: Pipeline, record: Record) -> Future[Record]:
         except BaseException as exc:  # handed to the caller, which raises it
             future.set_exception(exc)
 
-    threading.Thread(target=run, name=f"facefuse-{record.role}-{stages.names[0]}", daemon=True).start()
+    threading.Thread(target=run, name="facefuse-target-analysis", daemon=True).start()
     return future
 
 

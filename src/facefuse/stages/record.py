@@ -70,9 +70,8 @@ class PreparedSource:
     engine: FusionEngine
     timings_ms: Mapping[str, float]
     warnings: tuple[str, ...] = ()
-    # the segment stage's parsing of the source face in its own photo (engines that map the source, segmenter on):
-    # called, it gives it, waiting for it where it is still being made beside the target's stages (Fuser.fuse)
-    parsing: Callable[[], FaceParsing | None] = field(default=lambda: None)
+    # the segment stage's parsing of the source face in its own photo (engines that map the source, segmenter on)
+    parsing: FaceParsing | None = None
 
 
 @dataclass(frozen=True, eq=False)
