@@ -410,12 +410,13 @@ def test_a_followed_face_keeps_the_mesh_a_detected_one_gets(fuser, faces_dir, ph
     assert drift < 0.0035, drift
 
 
-def test_a_tracks_eyes_do_not_swap_on_a_gaze_reading_near_the_limit(fuser, faces_dir, tmp_path, monkeypatch):
+def test_a_tracks_eyes_do_not_switch_on_a_gaze_reading_near_the_limit(fuser, faces_dir, tmp_path, monkeypatch):
     """Biden onto the start of benchmarks/video.py's 720p portrait clip: the gaze check decides once per group of
-    three frames, and its reading (−0.06 to −0.10 of the eye's width) crossed the 0.10 limit for one group, whose
-    three frames showed the target's eyes between the source's — a visible swap and landmark jitter. A track's
-    answer now turns only ``GAZE_HYSTERESIS`` past the limit (the eyes' carry is chained): no frame keeps the
-    target's eyes. Without the hysteresis (set to 0 here) the same clip swaps them."""
+    three frames, and its reading (−0.06 to −0.10 of the eye's width) crossed the 0.10 limit for one group. Then
+    that group's three frames showed the target's eyes between the source's; since the twelfth stop they would show
+    the source's irises moved to the target's gaze between unmoved ones — a visible switch either way. A track's
+    answer turns only ``GAZE_HYSTERESIS`` past the limit (the eyes' carry is chained): every frame shows the source's
+    eyes, none of them moved. Without the hysteresis (set to 0 here) the same clip switches."""
     from video_clips import OBAMA_720P, camera
 
     from facefuse.fusion import eyes
@@ -423,22 +424,26 @@ def test_a_tracks_eyes_do_not_swap_on_a_gaze_reading_near_the_limit(fuser, faces
     from facefuse.geometry.regions import LEFT_EYE, RIGHT_EYE
     from facefuse.stages import Record, Stage
 
-    class TargetEyesKept(Stage):
-        """Whether each frame's render kept the target's eye openings (its keep mask over the eyes' box)."""
+    class EyesShown(Stage):
+        """Per frame: whether the render kept the target's eye openings (its keep mask over the eyes' box), and
+        whether the irises sit where the target's do (moved: the shift the gaze check reads is near 0)."""
 
-        name = "target_eyes_kept"
+        name = "eyes_shown"
         per_face = True
 
         def __init__(self) -> None:
             self.kept: list[bool] = []
+            self.moved: list[bool] = []
 
         def __call__(self, record: Record) -> Record:
             assert record.rendered is not None and record.aligned is not None and record.face is not None
-            assert record.rendered.keep_target is not None
+            assert record.rendered.keep_target is not None and record.rendered.points is not None
             points = align.apply(record.aligned.matrix, record.face.face.landmarks)[:, :2]
             corners = points[np.concatenate([RIGHT_EYE, LEFT_EYE])]
             (x0, y0), (x1, y1) = np.floor(corners.min(0)).astype(int), np.ceil(corners.max(0)).astype(int)
             self.kept.append(float(record.rendered.keep_target[y0:y1, x0:x1].mean()) > 0.1)
+            shift = eyes.gaze_shift(record.rendered.crop, record.rendered.target_crop, record.rendered.points)
+            self.moved.append(shift is not None and abs(shift) < 0.03)
             return record
 
     photo = load(faces_dir / "face_recognition" / "obama-720p.jpg")
@@ -446,15 +451,16 @@ def test_a_tracks_eyes_do_not_swap_on_a_gaze_reading_near_the_limit(fuser, faces
     write_clip(clip, [camera(photo, (1280, 720), i / 59, OBAMA_720P, pan=0.1, zoom=0.15, turn=3 * np.sin(i / 7))
                       for i in range(12)], fps=30, audio=False)
 
-    def kept(hysteresis: float) -> list[bool]:
+    def shown(hysteresis: float) -> EyesShown:
         monkeypatch.setattr(eyes, "GAZE_HYSTERESIS", hysteresis)
-        watch = TargetEyesKept()
+        watch = EyesShown()
         fuse_video(faces_dir / "face_recognition" / "biden.jpg", clip, tmp_path / "out.mp4",
                    FusionOptions(visible_label=False), fuser=fuser.with_stage(watch, after="render"))
-        return watch.kept
+        return watch
 
-    with_hysteresis = kept(eyes.GAZE_HYSTERESIS)
-    assert len(with_hysteresis) == 12 and not any(with_hysteresis), with_hysteresis
-    without = kept(0.0)
-    assert 0 < sum(without) < 12, without
+    with_hysteresis = shown(eyes.GAZE_HYSTERESIS)
+    assert len(with_hysteresis.kept) == 12 and not any(with_hysteresis.kept), with_hysteresis.kept
+    assert not any(with_hysteresis.moved), with_hysteresis.moved
+    without = shown(0.0)
+    assert not any(without.kept) and 0 < sum(without.moved) < 12, without.moved
 

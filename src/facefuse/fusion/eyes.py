@@ -1,17 +1,19 @@
 """Whose eyes the new face shows: the source's (its iris, sclera and the eye's own shape inside the lids), or the
-target's (its gaze).
+target's — and, where the source looks elsewhere than the target, the source's eyes with their irises moved to the
+target's gaze.
 
 Why not always the target's, as before: the eyes are a large part of a likeness, and keeping the target's irises
 cost identity on every set (issue 17; ``benchmarks/naturalness.py --eyes``, BENCHMARKS.md "Naturalness, eyes=…").
-Why not always the source's: a source looking aside would turn the target's gaze, and gaze is the target's
-expression. So by default (``eyes="auto"``) the source's eyes are used where the two gazes agree — the irises, found
-as the darkest band of each eye's opening in the two crops warped onto the same geometry, sit within
-``GAZE_AGREEMENT`` of the eye's width of each other, on average over the two eyes — and both eyes are open; else the
-target's eyes stay. A stream decides once per group of frames, and a face's gaze check keeps its last answer until
-the shift is ``GAZE_HYSTERESIS`` past the limit the other way (:func:`choose_eyes`), so a measurement near the limit
-cannot swap the eyes back and forth.
+Why not the source's as they are: a source looking aside would turn the target's gaze, and gaze is the target's
+expression. So by default (``eyes="auto"``) the source's eyes are used where both eyes are open; where the irises —
+found as the darkest band of each eye's opening in the two crops warped onto the same geometry — sit more than
+``GAZE_AGREEMENT`` of the eye's width apart (on average over the two eyes), each source iris is moved along its
+opening to where the target's sits (:func:`gaze_moved`): the source's eye, the target's gaze. (Until round 3's
+twelfth stop the target's eyes stayed there: on a singer who looks aside, a third of the fused frames were closer
+to the singer than to the source.) A stream decides once per group of frames, and a face's gaze check keeps its
+last answer until the shift is ``GAZE_HYSTERESIS`` past the limit the other way (:func:`choose_eyes`), so a
+measurement near the limit cannot switch between moved and unmoved irises back and forth.
 """
-
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,6 +33,7 @@ OPEN_EYE = 0.08  # an eye's opening (its contour's area ÷ width²) below which 
 IRIS_WIDTH = 0.4  # an iris's visible width as a share of the eye's, corner to corner
 EYE_CORNERS = {"right": (33, 133), "left": (263, 362)}  # FaceMesh's outer and inner corner of each eye
 WHITES_SHARE = 0.4  # the brightest share of the eyes' openings taken as their whites
+MOVABLE_EYE = 20  # crop pixels, corner to corner: the narrowest eyes whose irises are moved to the target's gaze
 
 
 def iris_position(grey: np.ndarray, eye: np.ndarray, width: float) -> float | None:
@@ -53,20 +56,21 @@ def iris_position(grey: np.ndarray, eye: np.ndarray, width: float) -> float | No
 
 
 def source_eyes(options: FusionOptions, new_face: np.ndarray, target: np.ndarray, points: np.ndarray,
-                skin: np.ndarray, carry: StreamCarry | None = None) -> bool:
-    """Whether the new face shows the source's eyes, by ``options.eyes``; "auto" asks :func:`choose_eyes`
-    (``skin``: the bare-skin mask of ``points``); a stream asks on a group's first frame, with the group before's
-    choice, and its other frames follow."""
+                skin: np.ndarray, carry: StreamCarry | None = None) -> EyesChoice:
+    """Whose eyes the new face shows, by ``options.eyes``; "auto" asks :func:`choose_eyes` (``skin``: the bare-skin
+    mask of ``points``); a stream asks on a group's first frame, with the group before's choice, and its other
+    frames follow. "source" shows the source's eyes as they are (its gaze too), "target" the target's."""
     if options.eyes != "auto":
-        return options.eyes == "source"
+        return EyesChoice(True, options.eyes == "source")
     decide = lambda earlier=None: choose_eyes(new_face, target, points, skin, earlier)  # noqa: E731
-    return (decide() if carry is None else carry.eyes(decide)).source
+    return decide() if carry is None else carry.eyes(decide)
 
 
 @dataclass(frozen=True)
 class EyesChoice:
     """One frame's (a stream: one group's) answers: whether the two gazes agree, and whether the source's eyes are
-    shown (they also need both eyes open and no coloured light's cast on the source's whites)."""
+    shown (they need both eyes open and no coloured light's cast on the source's whites); shown where the gazes do
+    not agree, their irises are moved to the target's (:func:`gaze_moved`)."""
 
     gazes_agree: bool
     source: bool
@@ -84,7 +88,15 @@ def choose_eyes(new_face: np.ndarray, target: np.ndarray, points: np.ndarray, sk
     if earlier is not None:
         limit += GAZE_HYSTERESIS if earlier.gazes_agree else -GAZE_HYSTERESIS
     agree = abs(shift) <= limit
-    return EyesChoice(agree, agree and not whites_cast(new_face, points, skin))
+    return EyesChoice(agree, (agree or movable(points)) and not whites_cast(new_face, points, skin))
+
+
+def movable(points: np.ndarray) -> bool:
+    """Whether both eyes are wide enough in the crop (``MOVABLE_EYE`` px) for :func:`gaze_moved`: on a target face a
+    few dozen pixels wide (faces/hard/poor's tiny portrait: eyes 11–16 px in its crop) an iris moved and its
+    sclera drawn in left a smudge, and two of 140 cross pairs flipped to the wrong person (one-off A/B)."""
+    return all(np.linalg.norm(points[outer, :2] - points[inner, :2]) >= MOVABLE_EYE
+               for outer, inner in EYE_CORNERS.values())
 
 
 def whites_cast(face: np.ndarray, points: np.ndarray, skin: np.ndarray) -> bool:
@@ -131,3 +143,39 @@ def gaze_shift(new_face: np.ndarray, target: np.ndarray, points: np.ndarray) -> 
             return None
         shifts.append((ours - theirs) / width)
     return float(np.mean(shifts))
+
+
+def gaze_moved(new_face: np.ndarray, target: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """``new_face`` with each eye's iris moved along its opening to where ``target``'s iris sits (both crops warped
+    onto ``points``, levelled on the eyes): the iris — the opening's band as wide as an iris (``IRIS_WIDTH``)
+    around where :func:`iris_position` finds it — is taken out and the sclera drawn in from both sides of it
+    (inpainting, so the white keeps its shading under the lid and toward the corners), then laid back in the
+    opening at the target's place. The lids, the lashes and everything outside the openings stay as they were. An
+    eye whose iris is not found in either crop is left as it is."""
+    out = new_face.copy()
+    grey, target_grey = (cv2.cvtColor(c, cv2.COLOR_RGB2GRAY) for c in (new_face, target))
+    for side, contour in (("right", RIGHT_EYE), ("left", LEFT_EYE)):
+        eye = points[contour, :2]
+        outer, inner = EYE_CORNERS[side]
+        width = float(np.linalg.norm(points[outer, :2] - points[inner, :2]))
+        ours, theirs = iris_position(grey, eye, width), iris_position(target_grey, eye, width)
+        if ours is None or theirs is None:
+            continue
+        x0, y0 = np.maximum(np.floor(eye.min(0)).astype(int) - 3, 0)
+        x1, y1 = np.minimum(np.ceil(eye.max(0)).astype(int) + 4, (out.shape[1], out.shape[0]))
+        opening = polygon_mask(eye - (x0, y0), (y1 - y0, x1 - x0))
+        if (opening > 0.5).sum() < 8:
+            continue
+        columns = np.arange(x1 - x0, dtype=np.float32)[None, :] + x0
+        half = IRIS_WIDTH * width / 2
+        iris = np.clip(half + 1.0 - np.abs(columns - ours), 0.0, 1.0) * opening  # soft band, 1 px ramp
+        box = np.ascontiguousarray(new_face[y0:y1, x0:x1])
+        without = cv2.inpaint(box, (iris > 0.05).astype(np.uint8), max(2.0, half / 2), cv2.INPAINT_TELEA)
+        shift = np.float32([[1, 0, theirs - ours], [0, 1, 0]])
+        moved_iris = cv2.warpAffine(box, shift, (x1 - x0, y1 - y0), flags=cv2.INTER_LINEAR,
+                                    borderMode=cv2.BORDER_REPLICATE)
+        moved_band = cv2.warpAffine(iris, shift, (x1 - x0, y1 - y0), flags=cv2.INTER_LINEAR) * opening
+        eye_now = without * (1.0 - moved_band[..., None]) + moved_iris * moved_band[..., None]
+        weight = opening[..., None].astype(np.float32)
+        out[y0:y1, x0:x1] = (eye_now * weight + box * (1.0 - weight) + 0.5).astype(np.uint8)
+    return out

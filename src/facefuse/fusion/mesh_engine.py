@@ -29,7 +29,7 @@ from ..geometry.regions import (FACE_OVAL, IDENTITY_POINTS, LIPS_INNER, LIPS_OUT
 from .albedo import apply_toning, tone_makeup
 from .blend import changed_box
 from .engine import FusionOptions, RenderedFace, SourceFace, SourceMap, StreamCarry
-from .eyes import source_eyes
+from .eyes import gaze_moved, source_eyes
 from .shading import mirrored, normal_maps, vertex_normals
 
 RING_SCALE = 1.45  # fixed ring around the face oval where the geometric warp fades to nothing
@@ -434,8 +434,11 @@ class MeshFusionEngine:
             weight = np.clip(tables[3][0], 0.0, 1.0)
             warped_source = cv2.blendLinear(mirror_texture, warped_source, weight, 1.0 - weight)
         skin = skin_mask(dest, size)
-        if source_eyes(options, warped_source, warped_target, dest, skin, carry):
+        eyes = source_eyes(options, warped_source, warped_target, dest, skin, carry)
+        if eyes.source:
             keep = kept_interior(dest, size, eyes=False)
+            if not eyes.gazes_agree:
+                warped_source = gaze_moved(warped_source, warped_target, dest)
         if options.makeup == "target":
             if carry is None:
                 warped_source = tone_makeup(warped_source, warped_target, dest, skin)[0]

@@ -28,7 +28,7 @@ from ..models import ModelStore, sha256_of
 from ..models.swappers import EMBEDDING, SWAPPERS, SwapperModel
 from ..runtime import Runtime
 from .engine import FusionOptions, RenderedFace, SourceFace, StreamCarry
-from .eyes import source_eyes
+from .eyes import gaze_moved, source_eyes
 from .recognizer import RECOGNIZERS, Recognizer, l2_normalise
 from .templates import NORMS, aligned_crop, alignment_matrix
 
@@ -149,8 +149,11 @@ class SwapperEngine:
         (out,) = self.swap(source.payload["source"], target_crop[None])
         points = align.apply(matrix, target_face.landmarks)[:, :2]
         mask, keep, region = face_masks(points, self.spec.size, options.feature_degree / 100.0)
-        if source_eyes(options, out, target_crop, points, skin_mask(points, self.spec.size), carry):
+        eyes = source_eyes(options, out, target_crop, points, skin_mask(points, self.spec.size), carry)
+        if eyes.source:
             keep = kept_interior(points, self.spec.size, eyes=False)
+            if not eyes.gazes_agree:
+                out = gaze_moved(out, target_crop, points)
         return RenderedFace(crop=out, target_crop=target_crop, mask=mask, matrix=matrix, keep_target=keep,
                             region=region, points=points)
 
