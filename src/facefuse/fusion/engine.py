@@ -87,9 +87,10 @@ class FusionOptions(Options):
         "and a coloured light's cast on its brows to the target's brows (make-up and light are colour, not identity); source: "
         "the source's make-up and brow colour are kept (a make-up try-on)")
     eyes: Literal["auto", "target", "source"] = option(
-        "auto", "Eyes", "auto: the source's eyes (iris and sclera: a large part of the likeness) where the source "
-        "and the target look the same way and the target's eyes are open, else the target's; target: always the "
-        "target's eyes (its gaze); source: always the source's (its gaze too)")
+        "auto", "Eyes", "auto: the source's eyes (iris and sclera: a large part of the likeness) where the target's "
+        "eyes are open, their irises moved to the target's gaze where the two look different ways (not on eyes "
+        "under 12 px, nor under a coloured light: then the target's); target: always the target's eyes; source: "
+        "always the source's as they are (its gaze too)")
     segmentation: Literal["auto", "whole", "off"] = option(
         "auto", "Keep what covers the face", "auto: the trained segmenter keeps the target's glasses, fringe and "
         "hands on top and the source's hair out, when the licence setting allows it (else the classic masks, with "
