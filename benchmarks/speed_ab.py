@@ -44,9 +44,9 @@ clips, out, cache_mb = json.loads(sys.argv[4]), Path(sys.argv[5]), int(sys.argv[
 # each stage's CPU time on the thread that ran it (thread_time: stages of other frames or of the other photo run
 # at the same time on other threads, so the process's clock cannot be split by stage)
 stage_cpu, lock, timed = {}, threading.Lock(), base._timed
-def cpu_timed(stage, record):
+def cpu_timed(stage, record, *step):
     start = time.thread_time()
-    done = timed(stage, record)
+    done = timed(stage, record, *step)
     key = ("source_" if record.role == "source" else "") + stage.name
     with lock:
         stage_cpu[key] = stage_cpu.get(key, 0.0) + (time.thread_time() - start) * 1000

@@ -4,7 +4,7 @@ alike. Real models and real photos throughout; the extra stage is a real stage d
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -56,8 +56,38 @@ def test_the_list_is_the_documented_order(uncached: Fuser) -> None:
 def test_a_photo_runs_the_source_slice_then_the_whole_list(uncached: Fuser, rec: Path) -> None:
     result = uncached.fuse(rec / "biden.jpg", rec / "obama.jpg")
     assert stages_ran(result.timings_ms, source=True) == [*ANALYSIS, "gate", "restore", "render", "segment"]
-    assert stages_ran(result.timings_ms) == TARGET
+    assert stages_ran(result.timings_ms) == TARGET  # in the list's order, work done ahead included
     assert set(SOURCE) == {*ANALYSIS, "gate", "restore", "render", "segment"}
+
+
+def test_a_photo_does_its_targets_own_work_ahead_and_fuses_the_same(uncached: Fuser, rec: Path) -> None:
+    """While the source's slice runs, the target's thread aligns its first face and parses it alone
+    (``Pipeline.ahead``); the fusion is the one the list gives without that (a prepared source: nothing ahead),
+    byte for byte, with one face and with every face of a two-person photo (the second is not done ahead: it sees
+    the photo with the first one changed)."""
+    for target, options in ((rec / "obama.jpg", FusionOptions()),
+                            (rec / "two_people.jpg", FusionOptions(target_face="all"))):
+        ahead = uncached.fuse(rec / "biden.jpg", target, options)
+        plain = uncached.fuse_prepared(uncached.prepare(rec / "biden.jpg", options), target, options)
+        assert np.array_equal(ahead.image, plain.image), target.name
+        assert stages_ran(plain.timings_ms) == stages_ran(ahead.timings_ms) == TARGET
+
+    before, rest = uncached.stages.split("align")
+    record = before(Record("target", FusionOptions(target_face="all"), input=rec / "two_people.jpg",
+                           engine=uncached.engine("mesh")))
+    done = rest.ahead(record)
+    first, second = done.faces
+    assert second.ahead is None and first.ahead is not None and first.ahead.aligned is not None
+    assert first.ahead.target_parsing is not None and first.ahead.target_parsing.shape == (8, 128, 128)
+    assert list(done.timings_ms)[-2:] == ["align", "segment"]
+    # the crop is the align stage's, and the list's run takes it instead of aligning again
+    prepared = uncached.prepare(rec / "biden.jpg", FusionOptions())
+    aligned = uncached.stages["align"](replace(done.with_face(replace(first, ahead=None)), source=prepared))
+    assert aligned.aligned is not None and np.array_equal(aligned.aligned.crop, first.ahead.aligned.crop)
+    assert not uncached.stages["align"].wanted(done.with_face(first))
+    # nothing is done ahead when no face changes (both degrees 0)
+    unchanged = replace(record, options=FusionOptions(target_face="all", profile_degree=0, feature_degree=0))
+    assert rest.ahead(unchanged).faces[0].ahead is None
 
 
 def test_the_source_is_parsed_once_in_its_own_photo_for_an_engine_that_maps_it(uncached: Fuser, rec: Path) -> None:

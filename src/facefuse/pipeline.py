@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -190,20 +190,25 @@ class Fuser:
              encoding: Encoding | None = None) -> FusionResult:
         """One fusion: the source's slice, then the target through the whole list (encoded when ``encoding``).
 
-        The target's analysis (decode, detect, landmarks: ~40 % of a fusion whose photos are both new) runs on a
-        second thread while this one does the source's slice: decoding and the models release the GIL, so on two
-        cores the two analyses overlap instead of adding up. A source that fails is still the error reported."""
+        The target's stages up to its faces' alignment (decode, detect, landmarks, gate, restore: ~40 % of a
+        fusion whose photos are both new), then what its first face's later stages need of the target alone
+        (:meth:`~facefuse.stages.base.Pipeline.ahead`: the aligned crop, the target's half of the segmenter output),
+        run on a second thread while this one does the source's slice: decoding and the models release the GIL, so
+        on two cores the two overlap instead of adding up. A source that fails is still the error reported."""
         options = options or FusionOptions()
-        analysing = _on_a_thread(self.stages.only(ANALYSIS), _given(target, "target", options))
+        engine = self.engine(options.engine)  # an unknown engine fails before any photo is decoded
+        before, rest = self.stages.split("align")
+        analysing = _on_a_thread(lambda record: rest.ahead(before(record)),
+                                 replace(_given(target, "target", options), engine=engine))
         prepared = self.prepare(source, options)
         record = replace(analysing.result(), source=prepared, encode=encoding)
-        return _result(prepared, self.stages(record))
+        return _result(prepared, rest(record), self.stages.names)
 
     def fuse_prepared(self, source: PreparedSource, target: ImageInput | ImageAnalysis, options: FusionOptions,
                       encoding: Encoding | None = None) -> FusionResult:
         """``target`` (a photo, or an analysis made elsewhere) through the whole list, with a prepared source."""
         record = replace(_given(target, "target", options), source=source, encode=encoding)
-        return _result(source, self.stages(record))
+        return _result(source, self.stages(record), self.stages.names)
 
     def fuse_analyses(self, source: ImageAnalysis, target: ImageAnalysis, options: FusionOptions | None = None,
                       encoding: Encoding | None = None) -> FusionResult:
@@ -222,13 +227,13 @@ class Fuser:
         return self.stages.between("gate", "label")(record)
 
 
-def _on_a_thread(stages: Pipeline, record: Record) -> Future[Record]:
-    """``stages(record)`` on a new thread (one per call: nothing shared between requests, no pool to size)."""
+def _on_a_thread(work: Callable[[Record], Record], record: Record) -> Future[Record]:
+    """``work(record)`` on a new thread (one per call: nothing shared between requests, no pool to size)."""
     future: Future[Record] = Future()
 
     def run() -> None:
         try:
-            future.set_result(stages(record))
+            future.set_result(work(record))
         except BaseException as exc:  # handed to the caller, which raises it
             future.set_exception(exc)
 
@@ -244,12 +249,19 @@ def _given(image: ImageInput | ImageAnalysis, role: str, options: FusionOptions,
     return Record(role, options, input=image, must_fuse=must_fuse)  # type: ignore[arg-type]
 
 
-def _result(source: PreparedSource, record: Record) -> FusionResult:
+def _result(source: PreparedSource, record: Record, order: Sequence[str]) -> FusionResult:
+    """The fusion's result; its timings name the source's stages, then the target's, each in the list's ``order``
+    (work a photo fusion did ahead, :meth:`Pipeline.ahead`, is reported where its stage stands in the list)."""
     assert record.image is not None and record.analysis is not None
-    timings = {**{f"source_{k}": v for k, v in source.timings_ms.items()}, **record.timings_ms}
+    timings = {**{f"source_{k}": v for k, v in _in_order(source.timings_ms, order).items()},
+               **_in_order(record.timings_ms, order)}
     timings["total"] = sum(v for k, v in timings.items() if k != "encode")
     faces = [_face_report(t.found, record.analysis) for t in record.faces]
     return FusionResult(record.image, faces, timings, [*source.warnings, *record.notes], record.encoded)
+
+
+def _in_order(timings: Mapping[str, float], order: Sequence[str]) -> dict[str, float]:
+    return {**{name: timings[name] for name in order if name in timings}, **timings}
 
 
 def _face_report(face: Face, analysis: ImageAnalysis) -> dict[str, Any]:

@@ -141,8 +141,7 @@ def occlusion_masks(segmenter: FaceSegmenter, rendered: RenderedFace, photo: np.
     scale = SEGMENT_SIZE / size[0]
 
     def target_half() -> np.ndarray:
-        target = segmenter.probabilities(segmenter_crop(photo)[None])[0]
-        return without_eye_glints(target, None if target_points is None else target_points * scale)
+        return target_parsing(segmenter, photo, target_points)
 
     def measure(earlier: SegmenterPlanes | None = None) -> SegmenterPlanes:
         if source is not None and rendered.source_map is not None:
@@ -178,6 +177,15 @@ def occlusion_masks(segmenter: FaceSegmenter, rendered: RenderedFace, photo: np.
         target_skin=target_skin,
         source_skin=planes.source_skin,
     )
+
+
+def target_parsing(segmenter: FaceSegmenter, photo: np.ndarray, target_points: np.ndarray | None) -> np.ndarray:
+    """The target's half of the segmenter output: its aligned crop ``photo`` parsed alone, its eyes' glints not
+    occluders (``target_points``: its face's 468 points in that crop). It needs nothing of the source, so a photo
+    fusion computes it while the source is still being prepared (:meth:`facefuse.stages.segment.Segment.ahead`)."""
+    target = segmenter.probabilities(segmenter_crop(photo)[None])[0]
+    scale = SEGMENT_SIZE / photo.shape[1]
+    return without_eye_glints(target, None if target_points is None else target_points * scale)
 
 
 def carried_parsing(source: FaceParsing, source_map: SourceMap) -> np.ndarray:

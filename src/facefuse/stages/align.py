@@ -1,6 +1,7 @@
 """align: the target face's aligned crop, computed once: the engine says where it wants the face
 (:meth:`~facefuse.fusion.engine.FusionEngine.crop_matrix`), this stage warps the photo; the render stage and the
-segment stage both read the result (before, each warped the same crop itself)."""
+segment stage both read the result (before, each warped the same crop itself). It needs the target alone, so a
+photo fusion computes it ahead, while the source is being prepared (:meth:`Align.ahead`)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,15 @@ class Align(Stage):
     name = "align"
     per_face = True
 
+    def wanted(self, record: Record) -> bool:
+        return record.aligned is None  # else done ahead
+
     def __call__(self, record: Record) -> Record:
-        assert record.face is not None and record.source is not None and record.image is not None
-        matrix, size = record.source.engine.crop_matrix(record.face.face, record.options)
+        assert record.source is not None
+        return self.ahead(replace(record, engine=record.source.engine))
+
+    def ahead(self, record: Record) -> Record:
+        """The crop, with the engine the record was given (a photo fusion resolves it before either photo)."""
+        assert record.face is not None and record.engine is not None and record.image is not None
+        matrix, size = record.engine.crop_matrix(record.face.face, record.options)
         return replace(record, aligned=AlignedFace(matrix, aligned_crop(record.image, matrix, size)))

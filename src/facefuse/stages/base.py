@@ -10,12 +10,12 @@ is not wanted is not timed, so a record's ``timings_ms`` names exactly the stage
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from ..errors import FacefuseError
-from .record import Record
+from .record import Ahead, Record
 
 
 @dataclass(frozen=True, eq=False)
@@ -29,15 +29,22 @@ class Stage:
     def __call__(self, record: Record) -> Record:
         raise NotImplementedError
 
+    def ahead(self, record: Record) -> Record:
+        """The part of a per-face stage's work that needs the target alone (not the source, not an earlier stage's
+        output past the target's own), done before the source is ready: the record with that part's result in its
+        per-face fields, which the stage's run then uses instead of computing it. Most stages have none."""
+        return record
+
     def many(self, records: list[Record]) -> list[Record]:
         """Several records at once; a stage with a batch axis (landmarks) overrides it. Each record gets the
         time of the whole call."""
         return [self(r) for r in records]
 
 
-def _timed(stage: Stage, record: Record) -> Record:
+def _timed(stage: Stage, record: Record, step: Callable[[Record], Record] | None = None) -> Record:
+    """``stage(record)`` (or another ``step`` of the stage's), its time added under the stage's name."""
     start = time.perf_counter()
-    out = stage(record)
+    out = stage(record) if step is None else step(record)
     return out.timed(stage.name, (time.perf_counter() - start) * 1000)
 
 
@@ -60,6 +67,11 @@ class Pipeline:
     def between(self, first: str, last: str) -> Pipeline:
         """The stages from ``first`` to ``last``, both included (whatever was inserted between them too)."""
         return Pipeline(self.stages[self.names.index(first):self.names.index(last) + 1])
+
+    def split(self, name: str) -> tuple[Pipeline, Pipeline]:
+        """The stages before the one named ``name``, and the rest from it on."""
+        at = self.names.index(name)
+        return Pipeline(self.stages[:at]), Pipeline(self.stages[at:])
 
     def only(self, names: Sequence[str]) -> Pipeline:
         """The named stages, in the list's order."""
@@ -85,6 +97,24 @@ class Pipeline:
             record = self._each_face(stages[i:end], record)
             i = end
         return record
+
+    def ahead(self, record: Record) -> Record:
+        """Each per-face stage's :meth:`Stage.ahead` work on the record's first face, in the list's order, kept with
+        that face (:class:`~facefuse.stages.record.Ahead`) for the run that follows; timed under the stages' names.
+
+        Why: a photo fusion analyses its target on a second thread while this one prepares the source, and the
+        target's analysis is done first (~12 of ~25 ms at 720p): what the target alone decides (its aligned crop,
+        its half of the segmenter output) fills that wait instead of the path after it. The first face only: the
+        faces after it see the photo with that one changed."""
+        if not record.fusing or not record.faces:
+            return record
+        first = record.with_face(record.faces[0])
+        for stage in self.stages:
+            # (a stage with no such work is not named in the timings)
+            if stage.per_face and type(stage).ahead is not Stage.ahead and stage.wanted(first):
+                first = _timed(stage, first, stage.ahead)
+        done = replace(record.faces[0], ahead=Ahead(first.aligned, first.target_parsing))
+        return replace(first.with_face(None), faces=(done, *record.faces[1:]))
 
     @staticmethod
     def _each_face(stages: Sequence[Stage], record: Record) -> Record:

@@ -40,6 +40,15 @@ class AlignedFace:
 
 
 @dataclass(frozen=True, eq=False)
+class Ahead:
+    """The per-face stages' work on a face that needs the target alone, done before the source was ready
+    (:meth:`facefuse.stages.base.Pipeline.ahead`); :meth:`Record.with_face` hands it to the list's run."""
+
+    aligned: AlignedFace | None = None  # the align stage's crop
+    target_parsing: np.ndarray | None = None  # the segment stage's target half (its class probabilities)
+
+
+@dataclass(frozen=True, eq=False)
 class TargetFace:
     """One face the per-face stages work on: as the analysis found it (for the report), as the stages before
     changed it (restored, re-measured), and the colour smoother and segmenter output a video carries for its
@@ -53,6 +62,7 @@ class TargetFace:
     parsing: Callable[[Callable[[], Any]], Any] | None = None
     # what the render takes from an earlier frame of the track (the face's triangles, its make-up toning)
     carry: StreamCarry | None = None
+    ahead: Ahead | None = None  # a photo fusion's work done on the target's thread (its first face only)
 
 
 @dataclass(frozen=True, eq=False)
@@ -97,6 +107,7 @@ class Record:
     # the per-face stages' fields, for the face ``face`` is (reset for each face)
     face: TargetFace | None = None
     aligned: AlignedFace | None = None
+    target_parsing: np.ndarray | None = None  # the segment stage's target half, when computed ahead
     rendered: RenderedFace | None = None
     masks: OcclusionMasks | None = None
     region: BlendRegion | None = None  # the changed region's box and crops (relight → blend)
@@ -117,9 +128,10 @@ class Record:
         return replace(self, timings_ms=MappingProxyType({**self.timings_ms, name: self.timings_ms.get(name, 0.0) + ms}))
 
     def with_face(self, face: TargetFace | None) -> Record:
-        """The record the per-face stages see for ``face`` (their fields cleared)."""
-        return replace(self, face=face, aligned=None, rendered=None, masks=None, region=None, lit=None,
-                       unblended=None)
+        """The record the per-face stages see for ``face`` (their fields cleared, or set to what was done ahead)."""
+        ahead = Ahead() if face is None or face.ahead is None else face.ahead
+        return replace(self, face=face, aligned=ahead.aligned, target_parsing=ahead.target_parsing, rendered=None,
+                       masks=None, region=None, lit=None, unblended=None)
 
     def cached_face(self) -> Face | None:
         """The face being worked on as the analysis cache holds it, when work that depends on it alone may be kept

@@ -15,9 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from ..analysis.cache import FaceMemo
 from ..analysis.segmentation import SEGMENT_SIZE, FaceParsing, FaceSegmenter
-from ..fusion.occlusion import OCCLUDER_RULES, occlusion_masks, segmenter_crop, without_eye_glints
+from ..fusion.occlusion import (OCCLUDER_RULES, occlusion_masks, segmenter_crop, target_parsing,
+                               without_eye_glints)
 from ..geometry import align
 from .base import Stage
 from .record import Record
@@ -48,9 +51,27 @@ class Segment(Stage):
         assert record.face is not None and record.face.face.landmarks is not None
         target_points = align.apply(record.aligned.matrix, record.face.face.landmarks)[:, :2]
         source = None if record.source is None else record.source.parsing
+        done = record.target_parsing
+        target_turn = self.target_turn(record, segmenter) if done is None else lambda compute: done
         return replace(record, masks=occlusion_masks(segmenter, record.rendered, record.aligned.crop,
                                                      OCCLUDER_RULES[record.options.segmentation], carry,
-                                                     self.target_turn(record, segmenter), target_points, source))
+                                                     target_turn, target_points, source))
+
+    def ahead(self, record: Record) -> Record:
+        """The target's half of the output (:func:`~facefuse.fusion.occlusion.target_parsing`): its aligned crop
+        parsed alone, which every engine's masks start from; a video frame's carried output is the tracker's."""
+        segmenter = self.segmenter()
+        if segmenter is None or record.aligned is None or record.face is None or record.face.parsing is not None:
+            return record
+        assert record.face.face.landmarks is not None
+        aligned = record.aligned
+        points = align.apply(aligned.matrix, record.face.face.landmarks)[:, :2]
+
+        def compute() -> np.ndarray:
+            return target_parsing(segmenter, aligned.crop, points)
+
+        turn = self.target_turn(record, segmenter)
+        return replace(record, target_parsing=compute() if turn is None else turn(compute))
 
     def parse_source(self, record: Record, segmenter: FaceSegmenter) -> Record:
         """The source face parsed in its own photo, framed as a target's aligned crop (the engine's crop at the
