@@ -310,14 +310,58 @@ def test_the_eyes_whites_are_not_an_occluder_kept_from_the_target(fuser, faces_d
     """The segmenter calls the lash line and whites of Obama's narrowed, smiling eyes "occluder" in small spots
     (glasses glare to it), so the target's eyes were kept on top of every fusion onto those photos whatever
     ``eyes`` chose. Regions no larger than an eye's opening and within its surroundings are taken out of the
-    occluder class (fusion/occlusion.without_eye_glints): nothing of the target is kept around its eyes, and the
+    occluder class (fusion/occlusion.without_false_occluders): nothing of the target is kept around its eyes, and the
     output is closer to the source to the independent judge; a pasted glasses frame round the same eyes still
     stays on top (test_glasses_on_the_target_stay_on_top)."""
     from facefuse.fusion import occlusion
+
+    source, target = faces_dir / "face_recognition/biden.jpg", faces_dir / "face_recognition/obama-720p.jpg"
+    out, record, points, raw = _segmented(fuser, source, target)
+    eyes = np.concatenate([points[RIGHT_EYE], points[LEFT_EYE]])
+    (x0, y0), (x1, y1) = np.floor(eyes.min(0) - 10).astype(int), np.ceil(eyes.max(0) + 10).astype(int)
+    assert record.masks.target_keep[y0:y1, x0:x1].max() < 0.05, "the target's eyes are kept on top"
+    # what the test is about: the segmenter does mark them (the raw probabilities, before the rule)
+    scale = raw.shape[-1] / record.aligned.crop.shape[0]
+    box = np.s_[int(y0 * scale):int(y1 * scale) + 1, int(x0 * scale):int(x1 * scale) + 1]
+    assert raw[occlusion.OCCLUDER][box].max() > occlusion.OCCLUDER_FLOOR
+    # and the judge sees more of the source than of the target's own face
+    _closer_to_the_source(fuser, out, source, target)
+
+
+def test_a_shadow_floating_on_the_face_is_not_an_occluder_kept_from_the_target(fuser, faces_dir):
+    """The segmenter calls the deep shadow of a side-lit eye socket "occluder" (faces/hard/sidelight/05): a patch
+    wholly inside the face, touching nothing that reaches it from outside. Kept on top, it put the target's own
+    shadowed eye into the new face (on the shared concert clip, 13 of 147 frames closer to the singer for that
+    alone). Such patches are taken out of the occluder class (fusion/occlusion._floating); what reaches the face
+    from outside — her hair — and a glasses frame round the eyes (test_glasses_on_the_target_stay_on_top) stay."""
+    import cv2
+
+    from facefuse.fusion import occlusion
+    from facefuse.geometry.regions import FACE_OVAL, polygon_mask
+
+    source = next((faces_dir / "hard/same-person/jay_chou").iterdir())
+    target = faces_dir / "hard/sidelight/05_sidelit_woman_black_bg_bw.jpg"
+    out, record, points, raw = _segmented(fuser, source, target)
+    side = raw.shape[-1]
+    scale = side / record.aligned.crop.shape[0]
+    inner = cv2.erode((polygon_mask(points[FACE_OVAL] * scale, side) > 0.5).astype(np.uint8), np.ones((9, 9), np.uint8))
+    count, labels = cv2.connectedComponents((raw[occlusion.OCCLUDER] > occlusion.OCCLUDER_FLOOR).astype(np.uint8))
+    patches = [labels == i for i in range(1, count) if not ((labels == i) & (inner == 0)).any()]
+    # what the test is about: the segmenter marks such a patch, a sizeable one
+    assert patches and max(p.sum() for p in patches) >= 30, [p.sum() for p in patches]
+    keep = cv2.resize(record.masks.target_keep, (side, side), interpolation=cv2.INTER_AREA)
+    for patch in patches:
+        assert keep[patch].max() < 0.05, "a shadow on the face is kept from the target"
+    assert keep.max() > 0.5, "what reaches the face from outside (her hair) is still kept"
+    _closer_to_the_source(fuser, out, source, target)
+
+
+def _segmented(fuser, source, target):
+    """A fusion's output, its record as the segment stage left it, the target's 468 points in the aligned crop and
+    the segmenter's raw probabilities for that crop (before any rule)."""
     from facefuse.fusion.occlusion import segmenter_crop
     from facefuse.geometry import align
     from facefuse.stages import Record, Stage
-    from facefuse_eval.fusion import IdentityJudge
 
     class AfterSegment(Stage):
         name = "after_segment"
@@ -329,22 +373,18 @@ def test_the_eyes_whites_are_not_an_occluder_kept_from_the_target(fuser, faces_d
             return record
 
     watch = AfterSegment()
-    watched = fuser.with_stage(watch, after="segment")
-    source, target = faces_dir / "face_recognition/biden.jpg", faces_dir / "face_recognition/obama-720p.jpg"
-    out = watched.fuse(source, target, FusionOptions(visible_label=False)).image
+    out = fuser.with_stage(watch, after="segment").fuse(source, target, FusionOptions(visible_label=False)).image
     record = watch.seen[-1]
     assert record.masks is not None and record.aligned is not None and record.face is not None
     points = align.apply(record.aligned.matrix, record.face.face.landmarks)[:, :2]
-    eyes = np.concatenate([points[RIGHT_EYE], points[LEFT_EYE]])
-    (x0, y0), (x1, y1) = np.floor(eyes.min(0) - 10).astype(int), np.ceil(eyes.max(0) + 10).astype(int)
-    assert record.masks.target_keep[y0:y1, x0:x1].max() < 0.05, "the target's eyes are kept on top"
-    # what the test is about: the segmenter does mark them (the raw probabilities, before the rule)
     segmenter = next(s for s in fuser.stages.stages if s.name == "segment").segmenter()
-    raw = segmenter.probabilities(segmenter_crop(record.aligned.crop)[None])[0]
-    scale = raw.shape[-1] / record.aligned.crop.shape[0]
-    box = np.s_[int(y0 * scale):int(y1 * scale) + 1, int(x0 * scale):int(x1 * scale) + 1]
-    assert raw[occlusion.OCCLUDER][box].max() > occlusion.OCCLUDER_FLOOR
-    # and the judge sees more of the source than of the target's own face
+    return out, record, points, segmenter.probabilities(segmenter_crop(record.aligned.crop)[None])[0]
+
+
+def _closer_to_the_source(fuser, out, source, target) -> None:
+    """The independent judge finds the output closer to the source photo than to the target's own face."""
+    from facefuse_eval.fusion import IdentityJudge
+
     judge = IdentityJudge(fuser.store, fuser.runtime)
 
     def embedding(image):

@@ -23,7 +23,7 @@ import cv2
 import numpy as np
 
 from ..analysis.segmentation import HAIR, NOSE, OCCLUDER, SEGMENT_SIZE, SKIN, FaceParsing, FaceSegmenter
-from ..geometry.regions import LEFT_EYE, RIGHT_EYE, polygon_mask
+from ..geometry.regions import FACE_OVAL, LEFT_EYE, RIGHT_EYE, polygon_mask
 from .engine import CarryTurn, RenderedFace, SourceMap
 
 
@@ -34,8 +34,12 @@ CORE_HAIR_FLOOR = 0.7  # hair probability from which the target's hair covers th
 OCCLUDER_FLOOR, OCCLUDER_EDGE, OCCLUDER_SURE = 0.35, 0.2, 0.65
 # an occluder region (probability above OCCLUDER_EDGE) no larger than one eye's opening, with less than
 # EYE_GLINT_OUTSIDE of its pixels outside the openings grown by EYE_MARGIN (of the segmenter's crop), is the eye
-# itself — its lids' lashes, its whites, a catch light — not an occluder (issue 17; see :func:`without_eye_glints`)
+# itself — its lids' lashes, its whites, a catch light — not an occluder (issue 17; see :func:`_eye_parts`)
 EYE_GLINT_OUTSIDE, EYE_MARGIN = 0.25, 4 / 128
+# an occluder region wholly inside the face's oval shrunk by FACE_EDGE (of the segmenter's crop), farther than
+# ATTACHED from any region that reaches beyond it and with holes smaller than FRAME_HOLES (pixels, share of its
+# area) floats on the face: a shadow or a brow, not an occluder (issue 19; see :func:`_floating`)
+FACE_EDGE, ATTACHED, FRAME_HOLES = 3 / 128, 4 / 128, (8, 0.1)
 # the source's hair probability is grown by this many pixels of the segmenter's 128 px crop before it is carried
 # onto a new face (see :func:`carried_parsing`)
 SOURCE_HAIR_GROWTH = 1
@@ -128,7 +132,7 @@ def occlusion_masks(segmenter: FaceSegmenter, rendered: RenderedFace, photo: np.
                     source: FaceParsing | None = None) -> OcclusionMasks:
     """The masks of one rendered face; ``photo`` is the target's aligned crop as photographed (the align stage's),
     ``target_points`` its face's 468 points in that crop (with the rendered face's own points, they tell the eyes'
-    whites from an occluder: :func:`without_eye_glints`),
+    whites from an occluder: :func:`without_false_occluders`),
     ``rule`` how the target's occluders are kept (the option's choice, :data:`OCCLUDER_RULES`). ``carry``: a stream
     frame's turn in its track's segmenter output (the segmenter runs on a group's first frame; the others take its
     :class:`SegmenterPlanes`, scaled anew only when their crop's size differs). ``target_turn``: a photo's turn in
@@ -149,13 +153,13 @@ def occlusion_masks(segmenter: FaceSegmenter, rendered: RenderedFace, photo: np.
             new_face = carried_parsing(source, rendered.source_map)
         elif target_turn is None:
             both = segmenter.probabilities(np.stack([segmenter_crop(photo), segmenter_crop(rendered.crop)]))
-            target = without_eye_glints(both[0], None if target_points is None else target_points * scale)
+            target = without_false_occluders(both[0], None if target_points is None else target_points * scale)
             new_face = both[1]
         else:
             target = target_turn(target_half)
             new_face = segmenter.probabilities(segmenter_crop(rendered.crop)[None])[0]
         if source is None or rendered.source_map is None:
-            new_face = without_eye_glints(new_face, None if rendered.points is None else rendered.points * scale)
+            new_face = without_false_occluders(new_face, None if rendered.points is None else rendered.points * scale)
         return SegmenterPlanes.scaled(target, new_face, size, rule, core is not None, earlier)
 
     planes = measure() if carry is None else carry(measure)
@@ -185,7 +189,7 @@ def target_parsing(segmenter: FaceSegmenter, photo: np.ndarray, target_points: n
     fusion computes it while the source is still being prepared (:meth:`facefuse.stages.segment.Segment.ahead`)."""
     target = segmenter.probabilities(segmenter_crop(photo)[None])[0]
     scale = SEGMENT_SIZE / photo.shape[1]
-    return without_eye_glints(target, None if target_points is None else target_points * scale)
+    return without_false_occluders(target, None if target_points is None else target_points * scale)
 
 
 def carried_parsing(source: FaceParsing, source_map: SourceMap) -> np.ndarray:
@@ -206,9 +210,31 @@ def carried_parsing(source: FaceParsing, source_map: SourceMap) -> np.ndarray:
     return source_map.warp(probabilities, source.matrix, SEGMENT_SIZE)
 
 
-def without_eye_glints(probabilities: np.ndarray, points: np.ndarray | None) -> np.ndarray:
-    """The segmenter's ``probabilities`` (classes × 128 × 128) with the occluder class taken out of the regions that
-    lie within the eyes' openings (``points``: the face's 468 points at the segmenter's scale; None: unchanged).
+def without_false_occluders(probabilities: np.ndarray, points: np.ndarray | None) -> np.ndarray:
+    """The segmenter's ``probabilities`` (classes × 128 × 128) with the occluder class taken out of two kinds of
+    region it calls occluder that are not (``points``: the face's 468 points at the segmenter's scale; None:
+    unchanged): the eyes' own parts (:func:`_eye_parts`) and patches that float on the face (:func:`_floating`)."""
+    if points is None:
+        return probabilities
+    occluder = probabilities[OCCLUDER]
+    count, labels = cv2.connectedComponents((occluder > OCCLUDER_EDGE).astype(np.uint8), connectivity=8)
+    if count <= 1:
+        return probabilities
+    total = np.bincount(labels.ravel(), minlength=count)
+    false = np.union1d(_eye_parts(labels, total, points), _floating(labels, total, points))
+    if false.size == 0:
+        return probabilities
+    cleaned = probabilities.copy()
+    cleaned[OCCLUDER][np.isin(labels, false)] = 0.0
+    return cleaned
+
+
+def _disc(radius: int) -> np.ndarray:
+    return cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1,) * 2)
+
+
+def _eye_parts(labels: np.ndarray, total: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """The occluder regions (``labels``' ids, ``total``: their sizes) that are an eye itself.
 
     Why: the small network calls the whites of some eyes and their catch lights "occluder" (glasses glare), so the
     target's eyes were kept on top of every fusion onto those photos, whatever ``eyes`` chose, and the source's eyes
@@ -218,26 +244,43 @@ def without_eye_glints(probabilities: np.ndarray, points: np.ndarray | None) -> 
     opening: the dark frame benchmarks/naturalness.py pastes round a smiling face's narrow eyes lies within a 5 px
     margin for 85 % of its pixels but is over seven times one eye's opening; sunglasses and real frames reach beyond the
     openings and stay occluders."""
-    if points is None:
-        return probabilities
-    occluder = probabilities[OCCLUDER]
-    count, labels = cv2.connectedComponents((occluder > OCCLUDER_EDGE).astype(np.uint8), connectivity=8)
-    if count <= 1:
-        return probabilities
-    side = occluder.shape[0]
+    side = labels.shape[0]
     eyes = polygon_mask(points[RIGHT_EYE, :2], side, points[LEFT_EYE, :2]) > 0.5
-    opening_area = int(eyes.sum())
-    grow = max(1, round(EYE_MARGIN * side))
-    eyes = cv2.dilate(eyes.astype(np.uint8), cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * grow + 1,) * 2)) > 0
-    total = np.bincount(labels.ravel(), minlength=count)
-    outside = np.bincount(labels[~eyes], minlength=count)
-    one_eye = opening_area / 2
-    glints = np.flatnonzero((outside < EYE_GLINT_OUTSIDE * total) & (total <= one_eye) & (np.arange(count) > 0))
-    if glints.size == 0:
-        return probabilities
-    cleaned = probabilities.copy()
-    cleaned[OCCLUDER][np.isin(labels, glints)] = 0.0
-    return cleaned
+    one_eye = int(eyes.sum()) / 2
+    eyes = cv2.dilate(eyes.astype(np.uint8), _disc(max(1, round(EYE_MARGIN * side)))) > 0
+    outside = np.bincount(labels[~eyes], minlength=len(total))
+    return np.flatnonzero((outside < EYE_GLINT_OUTSIDE * total) & (total <= one_eye) & (np.arange(len(total)) > 0))
+
+
+def _floating(labels: np.ndarray, total: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """The occluder regions that float on the face: wholly inside its oval (shrunk by ``FACE_EDGE``), not within
+    ``ATTACHED`` of a region that reaches beyond it, and no frame (a region with holes, ``FRAME_HOLES``, is one).
+
+    Why: what covers a face reaches it from outside — a hand, a microphone, a cup, glasses' temples, a fringe from
+    the hairline — while the network also calls "occluder" the deep shadow in a side-lit eye socket or beside the
+    nose, and a thick dark brow. Kept on top, those patches put the target's own shadowed eye and cheek, or one of
+    its brows, into the new face: on the shared concert clip (a singer side-lit behind a microphone) 13 of 147 fused
+    frames were closer to the singer than to the source for that alone (issue 19). A patch within ``ATTACHED`` of a
+    region that does reach outside is part of it (a glasses bridge between its rims), and a frame pasted on the face
+    is a ring round the eyes."""
+    side = labels.shape[0]
+    face = polygon_mask(points[FACE_OVAL, :2], side) > 0.5
+    face = cv2.erode(face.astype(np.uint8), _disc(max(1, round(FACE_EDGE * side)))) > 0
+    ids = np.arange(len(total))
+    inside = (np.bincount(labels[~face], minlength=len(total)) == 0) & (ids > 0)
+    if not inside.any():
+        return ids[:0]
+    reaching = (labels > 0) & ~inside[labels]
+    near = cv2.dilate(reaching.astype(np.uint8), _disc(max(1, round(ATTACHED * side)))) > 0
+    inside[np.unique(labels[near])] = False
+    floating = []
+    for region in np.flatnonzero(inside):
+        x, y, w, h = cv2.boundingRect((labels == region).astype(np.uint8))
+        fill = np.pad((labels[y:y + h, x:x + w] == region).astype(np.uint8), 1)
+        cv2.floodFill(fill, None, (0, 0), 2)
+        if (fill == 0).sum() < max(FRAME_HOLES[0], FRAME_HOLES[1] * total[region]):
+            floating.append(region)
+    return np.array(floating, dtype=ids.dtype)
 
 
 def segmenter_crop(crop: np.ndarray) -> np.ndarray:

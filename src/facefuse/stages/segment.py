@@ -20,7 +20,7 @@ import numpy as np
 from ..analysis.cache import FaceMemo
 from ..analysis.segmentation import SEGMENT_SIZE, FaceParsing, FaceSegmenter
 from ..fusion.occlusion import (OCCLUDER_RULES, occlusion_masks, segmenter_crop, target_parsing,
-                               without_eye_glints)
+                               without_false_occluders)
 from ..geometry import align
 from .base import Stage
 from .record import Record
@@ -89,7 +89,7 @@ class Segment(Stage):
             probabilities = segmenter.probabilities(segmenter_crop(align.aligned_crop(image, matrix, size))[None])[0]
             to_parsing = matrix * (SEGMENT_SIZE / size)
             points = align.apply(to_parsing, face.landmarks)[:, :2]
-            return FaceParsing(without_eye_glints(probabilities, points), to_parsing)
+            return FaceParsing(without_false_occluders(probabilities, points), to_parsing)
 
         cached = record.cached_face()
         if cached is None or self.memo is None:
