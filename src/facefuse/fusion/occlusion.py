@@ -40,6 +40,10 @@ EYE_GLINT_OUTSIDE, EYE_MARGIN = 0.25, 4 / 128
 # ATTACHED from any region that reaches beyond it and with holes smaller than FRAME_HOLES (pixels, share of its
 # area) floats on the face: a shadow or a brow, not an occluder (issue 19; see :func:`_floating`)
 FACE_EDGE, ATTACHED, FRAME_HOLES = 3 / 128, 4 / 128, (8, 0.1)
+# ... and deeper than PATCH_DEPTH (its inscribed radius, of the segmenter's crop): the pieces a pasted or real frame
+# breaks into and a dark brow are thinner (at most 2.3 of 128 px on the naturalness sets), a socket's or a cheek's
+# shadow deeper (2.7–5.1)
+PATCH_DEPTH = 2.5 / 128
 # the source's hair probability is grown by this many pixels of the segmenter's 128 px crop before it is carried
 # onto a new face (see :func:`carried_parsing`)
 SOURCE_HAIR_GROWTH = 1
@@ -254,15 +258,17 @@ def _eye_parts(labels: np.ndarray, total: np.ndarray, points: np.ndarray) -> np.
 
 def _floating(labels: np.ndarray, total: np.ndarray, points: np.ndarray) -> np.ndarray:
     """The occluder regions that float on the face: wholly inside its oval (shrunk by ``FACE_EDGE``), not within
-    ``ATTACHED`` of a region that reaches beyond it, and no frame (a region with holes, ``FRAME_HOLES``, is one).
+    ``ATTACHED`` of a region that reaches beyond it, deeper than ``PATCH_DEPTH`` and no frame (a region with holes,
+    ``FRAME_HOLES``, is one).
 
     Why: what covers a face reaches it from outside — a hand, a microphone, a cup, glasses' temples, a fringe from
     the hairline — while the network also calls "occluder" the deep shadow in a side-lit eye socket or beside the
-    nose, and a thick dark brow. Kept on top, those patches put the target's own shadowed eye and cheek, or one of
-    its brows, into the new face: on the shared concert clip (a singer side-lit behind a microphone) 13 of 147 fused
-    frames were closer to the singer than to the source for that alone (issue 19). A patch within ``ATTACHED`` of a
-    region that does reach outside is part of it (a glasses bridge between its rims), and a frame pasted on the face
-    is a ring round the eyes."""
+    nose. Kept on top, those patches put the target's own shadowed eye and cheek into the new face: on the shared
+    concert clip (a singer side-lit behind a microphone) 13 of 147 fused frames were closer to the singer than to
+    the source for that alone (issue 19). A patch within ``ATTACHED`` of a region that does reach outside is part of
+    it (a glasses bridge between its rims); a frame pasted on the face is a ring round the eyes, or breaks into thin
+    pieces, like a dark brow the network half calls occluder (those stay: dropping them lost the pasted frames'
+    worst pair 16.5 → 13.3 dB, and a brow is the next rule's trade, docs/quality.md)."""
     side = labels.shape[0]
     face = polygon_mask(points[FACE_OVAL, :2], side) > 0.5
     face = cv2.erode(face.astype(np.uint8), _disc(max(1, round(FACE_EDGE * side)))) > 0
@@ -276,9 +282,11 @@ def _floating(labels: np.ndarray, total: np.ndarray, points: np.ndarray) -> np.n
     floating = []
     for region in np.flatnonzero(inside):
         x, y, w, h = cv2.boundingRect((labels == region).astype(np.uint8))
-        fill = np.pad((labels[y:y + h, x:x + w] == region).astype(np.uint8), 1)
-        cv2.floodFill(fill, None, (0, 0), 2)
-        if (fill == 0).sum() < max(FRAME_HOLES[0], FRAME_HOLES[1] * total[region]):
+        patch = np.pad((labels[y:y + h, x:x + w] == region).astype(np.uint8), 1)
+        if cv2.distanceTransform(patch, cv2.DIST_L2, 3).max() < PATCH_DEPTH * side:
+            continue  # a thin piece: a frame's rim, a brow
+        cv2.floodFill(patch, None, (0, 0), 2)
+        if (patch == 0).sum() < max(FRAME_HOLES[0], FRAME_HOLES[1] * total[region]):
             floating.append(region)
     return np.array(floating, dtype=ids.dtype)
 
