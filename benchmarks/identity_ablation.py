@@ -26,6 +26,7 @@ from facefuse.fusion import blend, detail, mesh_engine, occlusion, relight, shad
 from facefuse.stages import segment
 from facefuse.fusion.engine import FusionOptions
 from facefuse.geometry import align
+from facefuse.pipeline import Fuser
 from facefuse.geometry.regions import face_masks, feather, feature_zone
 
 
@@ -64,30 +65,31 @@ def _occluder_rule(rule: occlusion.OccluderRule):
     """The segment stage's masks with ``rule`` for the target's occluders, whatever the option says (the two halves
     of segmentation="whole" apart)."""
     inner = occlusion.occlusion_masks
-    return replaced(segment, "occlusion_masks", lambda segmenter, rendered, photo, _, carry=None: inner(
-        segmenter, rendered, photo, rule, carry))
+    return replaced(segment, "occlusion_masks", lambda segmenter, rendered, photo, _, *rest, **named: inner(
+        segmenter, rendered, photo, rule, *rest, **named))
 
 
 def _masks_without(change: Callable[[occlusion.OcclusionMasks], occlusion.OcclusionMasks] | None = None,
                    target_hair: bool = True):
     """The segment stage's masks with one decision undone: ``change`` applied to them, or the segmenter's hair
     probability on the target zeroed (its hair never kept on top, never counted as skin)."""
-    inner = occlusion.occlusion_masks
+    inner, target_half = occlusion.occlusion_masks, occlusion.target_parsing
 
-    class HairlessTarget:
-        def __init__(self, segmenter) -> None:
-            self.segmenter = segmenter
-
-        def probabilities(self, crops):
-            target, source = self.segmenter.probabilities(crops)
-            target = target.copy()
-            target[HAIR] = 0.0
-            return target, source
-
-    def masks(segmenter, rendered, photo, rule, carry=None):
-        out = inner(segmenter if target_hair else HairlessTarget(segmenter), rendered, photo, rule, carry)
+    def masks(*args, **named):
+        out = inner(*args, **named)
         return out if change is None else change(out)
-    return replaced(segment, "occlusion_masks", masks)
+
+    def hairless(*args, **named):
+        target = target_half(*args, **named).copy()
+        target[HAIR] = 0.0
+        return target
+
+    stack = contextlib.ExitStack()
+    stack.enter_context(replaced(segment, "occlusion_masks", masks))
+    if not target_hair:  # the target's half is parsed ahead (segment) or with the masks (occlusion)
+        stack.enter_context(replaced(segment, "target_parsing", hairless))
+        stack.enter_context(replaced(occlusion, "target_parsing", hairless))
+    return stack
 
 
 def _segmenter_sees_border(mode: str):
@@ -118,9 +120,9 @@ def _segmenter_sees_border(mode: str):
 _render_with_photo = mesh_engine.MeshFusionEngine.render
 
 
-def _render_from_crop(self, source, target_crop, to_crop, target_face, options, photo=None):
+def _render_from_crop(self, source, target_crop, to_crop, target_face, options, photo=None, carry=None):
     """The mesh engine remapping the align stage's crop instead of the photo."""
-    return _render_with_photo(self, source, target_crop, to_crop, target_face, options)
+    return _render_with_photo(self, source, target_crop, to_crop, target_face, options, None, carry)
 
 
 def _all_the_way(function: Callable, position: int) -> Callable:
@@ -203,7 +205,7 @@ VARIANTS: dict[str, tuple[dict, Callable[[], contextlib.AbstractContextManager]]
     "feature degree 90: the source's appearance at 100 %": ({}, lambda: replaced(
         mesh_engine, "face_masks", _all_the_way(mesh_engine.face_masks, 2))),
     "the target's eyes not kept (the source's iris and sclera)": ({"eyes": "source"}, contextlib.nullcontext),
-    "the target's eyes kept (eyes=target, the default before eyes=auto)": ({"eyes": "target"},
+    "the target's eyes kept (eyes=target: the default before eyes=auto)": ({"eyes": "target"},
                                                                            contextlib.nullcontext),
     "paste-back mask shrunk to 95 % of the oval (before)": ({}, lambda: replaced(mesh_engine, "MASK_SCALE", 0.95)),
     "target resampled twice (align crop and render)": ({}, lambda: replaced(
@@ -265,6 +267,9 @@ def main() -> None:
                         help="contact sheets of each variant's worst pairs (artifacts/worst_*_ablation_<n>.png)")
     args = parser.parse_args()
     bench = Bench()
+    # no analysis cache: with it, work kept with a cached face (the target's half of the segmenter output, its
+    # triangles) would carry one variant's result into the next
+    bench.fuser = Fuser(replace(bench.fuser.config, analysis_cache_mb=0))
     sets = photo_sets(["face-api-js", "hard"])
     galleries = {name: Gallery(bench, {n: ps.people[n][-1] for n in ps.people}) for name, ps in sets.items()}
     subset = pairs(args.people)
