@@ -31,7 +31,8 @@ from facefuse.geometry.regions import FACE_OVAL, LEFT_BROW, RIGHT_BROW
 from facefuse.pipeline import Fuser
 from facefuse_eval.lighting import lighting_error
 from facefuse_eval.pose_judge import DlibIdentityJudge, PoseJudge, solve_pose
-from facefuse_eval.skin import SMEAR_DELTA_E, SMEAR_SIGMA, bare_skin_zone, face_width, sharpness_ratio, smear
+from facefuse_eval.skin import (SMEAR_DELTA_E, SMEAR_SIGMA, bare_skin_zone, colour_detail_ratio, face_width,
+                                sharpness_ratio, smear)
 
 FACE_API = FACES / "face-api-js"
 KNN = FACES / "face_recognition" / "knn_examples" / "train"
@@ -45,10 +46,10 @@ TURNED_YAW = 15.0  # a cross pair's target counts as turned from this |yaw| (iss
 @dataclass
 class PhotoSet:
     """People with several photos each (identity references, self-swaps) and, for faces/hard/, single hard photos
-    used as targets of the people's photos (``targets``)."""
+    (``singles``) used as targets of the people's photos and as sources onto them."""
 
     people: dict[str, list[Path]]
-    targets: list[Path] = field(default_factory=list)
+    singles: list[Path] = field(default_factory=list)
 
 
 def photo_sets(names: list[str]) -> dict[str, PhotoSet]:
@@ -91,6 +92,7 @@ class Tally:
     smear_largest: list[float] = field(default_factory=list)
     smear_total: list[float] = field(default_factory=list)
     sharpness: list[float] = field(default_factory=list)
+    colour_detail: list[float] = field(default_factory=list)  # NaN on greyscale targets
     pose: list[np.ndarray] = field(default_factory=list)
     segment_ms: list[float] = field(default_factory=list)
     cases: list[Case] = field(default_factory=list)
@@ -111,16 +113,20 @@ class Tally:
 
         b = np.array(self.blotch) * 100
         if not len(b):
-            return f"| {label} | 0 |" + " – |" * 14 + f" {self.rejected} |"
+            return f"| {label} | 0 |" + " – |" * 15 + f" {self.rejected} |"
         pose = np.mean(self.pose, axis=0) if self.pose else np.full(3, np.nan)
         over = int(np.sum(np.max(self.pose, axis=1) > 10.0)) if self.pose else 0
         largest, sharp = np.array(self.smear_largest) * 100, np.array(self.sharpness)
         margins = [c.identity_margin for c in self.cases if not np.isnan(c.identity_margin)]
         margin = f"{np.mean(margins):+.3f}" if margins else "–"
+        colour = np.array(self.colour_detail)
+        colour = colour[~np.isnan(colour)]
+        colour_cell = f"{np.median(colour):.2f} / {np.quantile(colour, 0.9):.2f}" if len(colour) else "–"
         return (f"| {label} | {len(b)} | {share(self.top1)} | {share(self.dlib_top1)} | {margin} | {b.mean():.2f} % | "
                 f"{np.quantile(b, 0.9):.2f} % | {np.mean(self.mean_dl):.2f} | "
                 f"{100 * np.mean(largest <= 1.0):.0f} % | {largest.max():.2f} % | "
                 f"{100 * np.mean(self.smear_total):.2f} % | {np.median(sharp):.2f} | {np.quantile(sharp, 0.1):.2f} | "
+                f"{colour_cell} | "
                 f"{pose[0]:.2f}° / {pose[1]:.2f}° / {pose[2]:.2f}°; {over} over 10° | {median(self.segment_ms):.1f} | "
                 f"{self.rejected} |")
 
@@ -128,10 +134,9 @@ class Tally:
 TABLE_HEAD = [
     "| set, pairs | fused | identity top-1 MobileFaceNet | identity top-1 dlib | identity margin mean | "
     "blotch share mean | blotch p90 | mean |ΔL| | pairs with largest smear ≤ 1 % | largest smear, worst | "
-    "smear total mean | sharpness ratio median | sharpness p10 | pose error yaw / pitch / roll (mean; pairs with "
-    "one over 10°) | segment ms | "
-    "rejected |",
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    "smear total mean | sharpness ratio median | sharpness p10 | colour detail ratio median / p90 | "
+    "pose error yaw / pitch / roll (mean; pairs with one over 10°) | segment ms | rejected |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
 
 class Gallery:
@@ -176,6 +181,7 @@ class Bench:
         tally.smear_largest.append(smeared.largest_share)
         tally.smear_total.append(smeared.total_share)
         tally.sharpness.append(sharpness_ratio(result.image, analysis.image, zone))
+        tally.colour_detail.append(colour_detail_ratio(result.image, analysis.image, zone, face_width(points)))
         before, after = solve_pose(points, analysis.image.shape), self.pose_judge.pose(result.image, rect)
         if before is not None and after is not None:
             delta = np.array([after.yaw - before.yaw, after.pitch - before.pitch, after.roll - before.roll])
@@ -265,8 +271,8 @@ def worst_sheets(bench: Bench, name: str, cases: list[Case]) -> None:
 def lighting_rows(bench: Bench, sets: dict[str, PhotoSet], modes: list[str], people_per_set: int,
                   tag: str, eyes: str = "auto") -> list[str]:
     """Per set and mask mode: self-swaps (another photo of the same person), cross-person pairs (identity judged
-    against each person's last photo, never fused, of every person of the set), the hard photos as targets, and the
-    same file fused with itself; ``people_per_set`` (0: all) people of each set are fused, so a run stays short."""
+    against each person's last photo, never fused, of every person of the set), the hard photos as targets and as
+    sources, and the same file fused with itself; ``people_per_set`` (0: all) people of each set are fused, so a run stays short."""
     rows: list[str] = []
     for mode in modes:
         options = FusionOptions(visible_label=False, segmentation=mode, eyes=eyes)
@@ -274,7 +280,7 @@ def lighting_rows(bench: Bench, sets: dict[str, PhotoSet], modes: list[str], peo
             people = photo_set.people
             names = list(people)
             gallery = Gallery(bench, {n: people[n][-1] for n in names})
-            own, itself = Tally(), Tally()
+            own, itself, hard_sources = Tally(), Tally(), Tally()
             # cross pairs and the hard photos as targets, each by the target's |yaw| ≥ TURNED_YAW
             cross_by_yaw, hard_by_yaw = {False: Tally(), True: Tally()}, {False: Tally(), True: Tally()}
             for person, photos in list(people.items())[:people_per_set or None]:
@@ -285,22 +291,25 @@ def lighting_rows(bench: Bench, sets: dict[str, PhotoSet], modes: list[str], peo
                         bench.fuse(people[other][0], photos[0], options, cross_by_yaw[turned(bench, photos[0])],
                                    gallery, other)
                 bench.fuse(photos[0], photos[0], options, itself)
-            for index, target in enumerate(photo_set.targets):
-                source_name = names[index % len(names)]
-                bench.fuse(people[source_name][0], target, options, hard_by_yaw[turned(bench, target)], gallery,
-                           source_name)
+            for index, single in enumerate(photo_set.singles):
+                name = names[index % len(names)]
+                bench.fuse(people[name][0], single, options, hard_by_yaw[turned(bench, single)], gallery, name)
+                # and as the source: a new user's photo is any of these (no second photo of them: no identity judge)
+                bench.fuse(single, people[name][0], options, hard_sources)
             cross, hard = Tally.merged(cross_by_yaw.values()), Tally.merged(hard_by_yaw.values())
             done = [own.row(f"{set_name}, self-swap, segmentation={mode}"),
                     cross.row(f"{set_name}, cross-person, segmentation={mode}"),
                     *yaw_split_rows(cross_by_yaw, f"{set_name}, cross-person", mode)]
-            if photo_set.targets:
+            if photo_set.singles:
                 done += [hard.row(f"{set_name}, hard photos as targets, segmentation={mode}"),
-                         *yaw_split_rows(hard_by_yaw, f"{set_name}, hard photos as targets", mode)]
+                         *yaw_split_rows(hard_by_yaw, f"{set_name}, hard photos as targets", mode),
+                         hard_sources.row(f"{set_name}, hard photos as sources, segmentation={mode}")]
             done.append(itself.row(f"{set_name}, same file as source and target, segmentation={mode}"))
             print("\n".join(done), flush=True)  # as each set ends: a long run shows its figures as it goes
             rows += done
             if mode == modes[0]:
-                worst_sheets(bench, f"{tag}{set_name}", own.cases + cross.cases + hard.cases + itself.cases)
+                worst_sheets(bench, f"{tag}{set_name}",
+                             own.cases + cross.cases + hard.cases + hard_sources.cases + itself.cases)
     return rows
 
 
@@ -525,7 +534,8 @@ def main() -> None:
             "Smear and sharpness (`facefuse_eval.skin`, issue 17) on the target's bare-skin zone from dlib's 68 points",
             "(hull + forehead lifted 30 % of the face width, features grown 6 % cut out): smear = low-pass Lab (σ 3 %),",
             "median removed, ΔE > 12, largest connected patch as a share of the zone; sharpness = variance of the",
-            "Laplacian of L*, output ÷ target. Pose error: |Δ| yaw / pitch / roll by dlib's 68 points + solvePnP,",
+            "Laplacian of L*, output ÷ target; colour detail = RMS of a*, b* finer than 6 % of the face width, output",
+            "÷ target (greyscale targets left out). Pose error: |Δ| yaw / pitch / roll by dlib's 68 points + solvePnP,",
             "started from a frontal head (`facefuse_eval.pose_judge.solve_pose`).",
             "",
             *TABLE_HEAD,

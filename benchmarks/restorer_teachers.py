@@ -26,6 +26,8 @@ def main() -> None:
     parser.add_argument("--teacher", action="append", required=True, metavar="NAME=PATH")
     parser.add_argument("--steps", action="append", default=[], metavar="NAME=N")
     parser.add_argument("--note", default="", help="a sentence on how the teachers were trained")
+    parser.add_argument("--section", default="restorer_teachers", help="results section to write")
+    parser.add_argument("--title", default="Restorer teachers on the hold-out set", help="the section's heading")
     args = parser.parse_args()
     torch.set_num_threads(1)
     teachers = dict(item.split("=", 1) for item in args.teacher)
@@ -43,13 +45,13 @@ def main() -> None:
                     f"{report[name]['psnr_db'] - bicubic['psnr_db']:+.2f} / {report[name]['ssim'] - bicubic['ssim']:+.3f}"
                     f" | {gains} |")
     lines = [
-        "## Restorer teachers on the hold-out set (`benchmarks/restorer_teachers.py`)", "",
+        f"## {args.title} (`benchmarks/restorer_teachers.py`)", "",
         f"{machine()}. {len(pairs)} hold-out faces; bicubic {bicubic['psnr_db']:.2f} dB / {bicubic['ssim']:.3f}. "
         f"{args.note} Goal: ≥ +2.0 dB and ≥ +0.05 SSIM over bicubic.", "",
         "| teacher | steps trained | PSNR dB | SSIM | gain over bicubic dB / SSIM | " +
         " | ".join(f"gain dB, face {b}" for b in buckets) + " |",
         "|---|---|---|---|---|" + "---|" * len(buckets), *rows]
-    print(write_section("restorer_teachers", "\n".join(lines)).read_text())
+    print(write_section(args.section, "\n".join(lines)).read_text())
 
 
 if __name__ == "__main__":

@@ -226,6 +226,36 @@ def test_brows_take_the_targets_hue_not_the_sources_coloured_light(fuser, faces_
     assert toned < 0.1 * kept, (toned, kept)
 
 
+@pytest.mark.parametrize("source, target", [
+    ("beard/01_grey_full_beard_hard_sidelight.jpg", "makeup/04_heavy_pink_blush_lips.png"),
+    ("beard/04_stubble_beard_orange_wall.jpg", "same-person/yang_mi/01_selfie_indoor_ambient.jpg")])
+def test_a_colour_graded_source_brings_no_more_colour_detail_than_the_targets_skin(fuser, faces_dir, source,
+                                                                                    target):
+    """A teal-and-orange graded portrait and a face lit by an orange wall, as sources: the relight gave the new skin
+    the target's broad colour but kept the source's finer colour — teal eye sockets, orange patches — at 1.27× and
+    1.59× the target skin's own colour variation (a*, b* finer than 6 % of the face width, on the cheeks and
+    forehead). It is held to the target's level now."""
+    import cv2
+
+    from facefuse.geometry.regions import FACE_OVAL, LEFT_BROW, LEFT_EYE, LIPS_OUTER, RIGHT_BROW, RIGHT_EYE, polygon_mask
+    from facefuse_eval.skin import colour_detail
+
+    analysis = fuser.analyze(faces_dir / "hard" / target)
+    mesh = max(analysis.faces, key=lambda f: f.area).landmarks
+    height, width = analysis.image.shape[:2]
+    side, face_width = max(height, width), float(np.ptp(mesh[FACE_OVAL, 0]))
+    features = np.zeros((height, width), np.float32)
+    for part in (LEFT_EYE, RIGHT_EYE, LIPS_OUTER, LEFT_BROW, RIGHT_BROW):
+        features = np.maximum(features, polygon_mask(mesh[part], side)[:height, :width])
+    features = cv2.dilate(features, np.ones((int(0.08 * face_width) | 1,) * 2, np.uint8))
+    oval = cv2.erode(polygon_mask(mesh[FACE_OVAL], side)[:height, :width],
+                     np.ones((int(0.1 * face_width) | 1,) * 2, np.uint8))
+    cheeks = (oval * (1.0 - features)) > 0.5
+    fused = fuser.fuse(faces_dir / "hard" / source, faces_dir / "hard" / target, FusionOptions(visible_label=False))
+    ratio = colour_detail(fused.image, cheeks, face_width) / colour_detail(analysis.image, cheeks, face_width)
+    assert ratio < 1.1, ratio
+
+
 def test_the_skin_mask_drawn_in_the_faces_box_is_the_whole_crops(fuser, faces_dir):
     """skin_mask draws in the mesh's box grown by the features' growth: the same pixels as the definition drawn over
     the whole crop (the oval without the grown brows, eyes and lips), also for a face cut by the crop's edge, where

@@ -8,7 +8,11 @@ Defined in issue 17:
   global tone shift is allowed), pixels with ΔE > 12; the largest 8-connected patch and the total, as shares of the
   zone. A blotch score (issue 8, σ = 8 %, |ΔL| only) averages a streak away; this one sees strands and streaks;
 - **sharpness ratio**: the variance of the Laplacian of L* on the zone, output ÷ target: 1.0 is skin exactly as
-  detailed as the photo around it, 0.25 is "plastic".
+  detailed as the photo around it, 0.25 is "plastic";
+- **colour detail ratio** (added at round 3's fourteenth stop): the RMS of the skin's colour (a*, b*) finer than
+  6 % of the face width — what the relight leaves the source's — output ÷ target on the zone: a colour-graded
+  source (teal shadows, orange highlights) brought 1.3–1.6× the photo's own colour variation as teal and orange
+  streaks no other score saw. Undefined (NaN) on a greyscale target.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ FOREHEAD_LIFT = 0.30  # of the face width: how far above the brows the zone reac
 FEATURE_GROWTH = 0.06  # of the face width: features grown by this before they are cut out of the zone
 SMEAR_SIGMA = 0.03  # of the face width: the low-pass scale of the smear score
 SMEAR_DELTA_E = 12.0  # CIE ΔE (L*, a*, b*) above which a pixel is smeared
+COLOUR_DETAIL_SIGMA = 0.06  # of the face width: colour finer than this is the skin's, broader the light's
+GREY_TARGET = 0.05  # a* b* RMS below which a target's skin has no colour detail to compare with
 BROWS = slice(17, 27)
 FEATURES = (slice(17, 22), slice(22, 27), slice(36, 42), slice(42, 48), slice(31, 36), slice(48, 60))
 
@@ -82,3 +88,19 @@ def detail_energy(image: np.ndarray, zone: np.ndarray) -> float:
 def sharpness_ratio(output: np.ndarray, target: np.ndarray, zone: np.ndarray) -> float:
     """Fine detail of the output's skin over the target's on ``zone`` (1.0: as sharp as the photo)."""
     return detail_energy(output, zone) / max(detail_energy(target, zone), 1e-9)
+
+
+def colour_detail(image: np.ndarray, zone: np.ndarray, width: float) -> float:
+    """RMS of the a*, b* finer than ``COLOUR_DETAIL_SIGMA`` of the face ``width`` on ``zone``."""
+    if not zone.any():
+        return 0.0
+    chroma = _lab(image)[..., 1:]
+    fine = chroma - cv2.GaussianBlur(chroma, (0, 0), max(COLOUR_DETAIL_SIGMA * width, 0.5))
+    return float(np.sqrt(np.mean(np.sum(fine[zone] ** 2, axis=-1))))
+
+
+def colour_detail_ratio(output: np.ndarray, target: np.ndarray, zone: np.ndarray, width: float) -> float:
+    """The output skin's fine colour variation over the target's on ``zone`` (1.0: as much as the photo's);
+    NaN where the target has none (a greyscale photo)."""
+    own = colour_detail(target, zone, width)
+    return colour_detail(output, zone, width) / own if own > GREY_TARGET else float("nan")

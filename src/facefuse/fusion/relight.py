@@ -12,7 +12,11 @@ identity goes with them (about 58 % of identities survive). What we do instead:
   estimate), and the gap under a feature is filled from the skin around it;
 - the new face takes ``face - shade(face) + shade(target)`` in Lab, for lightness and colour, at a scale of about
   6 % of the face width: shading broader than a nostril follows the target, detail finer than that (pores,
-  wrinkles, the features' own contrast) stays the source's.
+  wrinkles, the features' own contrast) stays the source's;
+- that finer colour (a*, b*) is held, on the skin, to the target skin's own level: a colour-graded source — teal
+  shadows, orange highlights, a face lit by an orange wall — brought 1.3–1.6× the photo's colour variation as
+  teal eye sockets and orange patches (faces/hard/beard/01 and /04 as sources); a source with no more than the
+  target's keeps all of its own (29 of the 54 hard photos as sources).
 
 Chosen by measurement on face-api-js (blotch share self / cross) and the colour set (identity top-1): σ 6 % gave
 1.3 % / 2.0 % at 94.4 %, σ 9 % 2.1 % / 3.0 % at 94.4 %; a two-scale blend (broad 15 %, fine 6 % at half or ¾
@@ -27,6 +31,7 @@ import numpy as np
 SHADING_SIGMA_FRACTION = 0.06  # of the face width: the finest scale at which light is the target's
 OUTLIER_LEVELS = 12.0  # Lab L* distance from the first estimate beyond which a pixel is not skin (frames, strands)
 TEXTURE_CONTRAST_LIMITS = (0.3, 1.1)  # the most the light may flatten / deepen the source's texture in L*
+CHROMA_DETAIL_FLOOR = 0.25  # the least share of the skin's fine colour variation kept (a near-grey target)
 _DOWNSCALE = 4  # shading is smooth: estimate it at 1/4 resolution
 
 
@@ -63,18 +68,35 @@ def _normalised_blur(values: np.ndarray, weight: np.ndarray, sigma: float) -> np
     return num / np.maximum(den, 1e-6)[..., None] * near + wide * (1 - near)
 
 
+def chroma_detail_gain(face_ab: np.ndarray, target_ab: np.ndarray, face_skin: np.ndarray,
+                       target_skin: np.ndarray) -> float:
+    """How much of the new face's colour detail (a*, b* finer than the light) to keep: the target skin's RMS over
+    the new face's, at most 1 — a colour-graded source (teal shadows, orange highlights) brings no more colour
+    variation to the skin than the target photo's own skin has."""
+    def rms(ab: np.ndarray, weight: np.ndarray) -> float:
+        w = weight.astype(np.float32)
+        return float(np.sqrt(np.sum((ab * ab).sum(-1) * w) / max(float(w.sum()), 1.0)))
+    own, theirs = rms(face_ab, face_skin), rms(target_ab, target_skin)
+    return 1.0 if own <= theirs else max(theirs / max(own, 1e-6), CHROMA_DETAIL_FLOOR)
+
+
 def relight(face_lab: np.ndarray, target_lab: np.ndarray, face_skin: np.ndarray, target_skin: np.ndarray,
             face_width: float) -> np.ndarray:
     """``face_lab`` (OpenCV's 8-bit Lab, already in the target's geometry) with its shading replaced by the
     target's; returned as uint8 RGB."""
-    face = face_lab.astype(np.float32)
+    face, target = face_lab.astype(np.float32), target_lab.astype(np.float32)
     sigma = SHADING_SIGMA_FRACTION * face_width
-    theirs, own = skin_shading(target_lab.astype(np.float32), target_skin, sigma), skin_shading(face, face_skin, sigma)
-    out = face + (theirs - own)
+    theirs, own = skin_shading(target, target_skin, sigma), skin_shading(face, face_skin, sigma)
+    detail = face - own
+    out = theirs + detail
     # texture is albedo × light: in the target's shadow the source's pores, wrinkles and grain are as dark as the
     # light, not as contrasted as they were in the source's light (a side-lit face's shadowed half came out grainy
     # and blotchy, faces/hard/sidelight/01); L* is near proportional to the cube root of intensity, so the texture's
     # L* contrast scales with the ratio of the two shadings' L*
     contrast = np.clip(theirs[..., 0] / np.maximum(own[..., 0], 1.0), *TEXTURE_CONTRAST_LIMITS)
-    out[..., 0] = theirs[..., 0] + (face[..., 0] - own[..., 0]) * contrast
+    out[..., 0] = theirs[..., 0] + detail[..., 0] * contrast
+    gain = chroma_detail_gain(detail[..., 1:], target[..., 1:] - theirs[..., 1:], face_skin, target_skin)
+    if gain < 1.0:  # on the skin only: the eyes, brows and lips keep their own colour
+        kept = (1.0 - (1.0 - gain) * np.clip(face_skin, 0.0, 1.0))[..., None]
+        out[..., 1:] = theirs[..., 1:] + detail[..., 1:] * kept
     return cv2.cvtColor(np.clip(out + 0.5, 0, 255).astype(np.uint8), cv2.COLOR_Lab2RGB)

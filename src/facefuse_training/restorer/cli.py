@@ -34,6 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--finetune-steps", type=int, default=defaults.finetune_steps)
     parser.add_argument("--distil-steps", type=int, default=defaults.distil_steps)
     parser.add_argument("--batch", type=int, default=defaults.batch)
+    parser.add_argument("--patch", type=_patch_side, default=defaults.patch,
+                        help=f"side of the training patches, a multiple of 8 up to the {defaults.size} px face "
+                             "(the whole face)")
     parser.add_argument("--threads", type=int, default=1, help="PyTorch threads (1 is fastest on a busy machine)")
     parser.add_argument("--grad-checkpoint", action="store_true",
                         help="recompute activations in the backward pass: less memory, more time")
@@ -42,8 +45,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (logs still written)")
 
 
+def _patch_side(text: str) -> int:
+    """A patch side the teacher's U-Net takes (a multiple of 8) inside the 128 px training faces."""
+    side = int(text)
+    size = RestorerConfig(out=Path(".")).size
+    if not 8 <= side <= size or side % 8:
+        raise argparse.ArgumentTypeError(f"{side}: a patch side is a multiple of 8 from 8 to {size}")
+    return side
+
+
 def config_from(args: argparse.Namespace) -> RestorerConfig:
-    config = RestorerConfig(out=args.out, data_root=args.data, seed=args.seed, batch=args.batch,
+    config = RestorerConfig(out=args.out, data_root=args.data, seed=args.seed, batch=args.batch, patch=args.patch,
                             teacher=UNetConfig(base=args.base), teacher_steps=args.teacher_steps,
                             teacher_lr=args.lr, teacher_init=args.teacher_init,
                             adversarial_weight=args.adversarial_weight,
