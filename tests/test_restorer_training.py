@@ -212,3 +212,22 @@ def test_discriminator_learns_to_tell_smooth_from_textured():
         step(fake, real)
     assert discriminator_loss(disc, real, fake.detach()).item() < 0.5 * first
     assert generator_loss(disc, fake).item() > generator_loss(disc, real).item()
+
+
+def test_whole_face_patches_train_and_a_bad_patch_side_is_a_usage_error(tmp_path: Path, capsys):
+    """--patch: the side of the training patches, up to the whole face (the tiny configuration's 64 px here): the
+    sampler hands out whole degraded faces and the teacher trains on them. A side the U-Net
+    cannot take or larger than the faces is refused before anything is loaded."""
+    from facefuse_training.restorer.data import PatchSampler
+
+    config = _tiny_config(tmp_path, patch=64, teacher_steps=2)
+    faces = _faces()
+    lq, gt = PatchSampler(faces, config.degrade, config.patch, 3, seed=1)(0)
+    assert lq.shape == gt.shape == (3, 3, 64, 64)
+    train_teacher(config, faces)
+    assert (tmp_path / "teacher.pt").exists()
+    for side in ("130", "60", "0"):
+        with pytest.raises(SystemExit):
+            main(["train", "restorer", "--patch", side, "--out", str(tmp_path / "refused")])
+        assert "a patch side is a multiple of 8 from 8 to 128" in capsys.readouterr().err
+    assert not (tmp_path / "refused").exists()
