@@ -70,12 +70,12 @@ def _normalised_blur(values: np.ndarray, weight: np.ndarray, sigma: float) -> np
 
 def chroma_detail_gain(face_ab: np.ndarray, target_ab: np.ndarray, face_skin: np.ndarray,
                        target_skin: np.ndarray) -> float:
-    """How much of the new face's colour detail (a*, b* finer than the light) to keep: the target skin's RMS over
-    the new face's, at most 1 — a colour-graded source (teal shadows, orange highlights) brings no more colour
-    variation to the skin than the target photo's own skin has."""
+    """How much of the new face's colour detail (``face_ab``: a*, b* finer than the light) to keep: the target
+    skin's RMS over the new face's, at most 1 — a colour-graded source (teal shadows, orange highlights) brings no
+    more colour variation to the skin than the target photo's own skin has. The caller may pass every n-th pixel:
+    it is a statistic of the whole skin."""
     def rms(ab: np.ndarray, weight: np.ndarray) -> float:
-        w = weight.astype(np.float32)
-        return float(np.sqrt(np.sum((ab * ab).sum(-1) * w) / max(float(w.sum()), 1.0)))
+        return float(np.sqrt(np.einsum("ijc,ijc,ij->", ab, ab, weight) / max(float(weight.sum()), 1.0)))
     own, theirs = rms(face_ab, face_skin), rms(target_ab, target_skin)
     return 1.0 if own <= theirs else max(theirs / max(own, 1e-6), CHROMA_DETAIL_FLOOR)
 
@@ -88,15 +88,16 @@ def relight(face_lab: np.ndarray, target_lab: np.ndarray, face_skin: np.ndarray,
     sigma = SHADING_SIGMA_FRACTION * face_width
     theirs, own = skin_shading(target, target_skin, sigma), skin_shading(face, face_skin, sigma)
     detail = face - own
-    out = theirs + detail
     # texture is albedo × light: in the target's shadow the source's pores, wrinkles and grain are as dark as the
     # light, not as contrasted as they were in the source's light (a side-lit face's shadowed half came out grainy
     # and blotchy, faces/hard/sidelight/01); L* is near proportional to the cube root of intensity, so the texture's
     # L* contrast scales with the ratio of the two shadings' L*
     contrast = np.clip(theirs[..., 0] / np.maximum(own[..., 0], 1.0), *TEXTURE_CONTRAST_LIMITS)
-    out[..., 0] = theirs[..., 0] + detail[..., 0] * contrast
-    gain = chroma_detail_gain(detail[..., 1:], target[..., 1:] - theirs[..., 1:], face_skin, target_skin)
-    if gain < 1.0:  # on the skin only: the eyes, brows and lips keep their own colour
-        kept = (1.0 - (1.0 - gain) * np.clip(face_skin, 0.0, 1.0))[..., None]
-        out[..., 1:] = theirs[..., 1:] + detail[..., 1:] * kept
+    grid = np.s_[::_DOWNSCALE, ::_DOWNSCALE]  # the colour detail's level is read on every 4th pixel
+    gain = chroma_detail_gain(detail[grid][..., 1:], (target[grid] - theirs[grid])[..., 1:], face_skin[grid],
+                              target_skin[grid])
+    # on the skin only: the eyes, brows and lips keep their own colour
+    kept = np.ones_like(contrast) if gain >= 1.0 else \
+        1.0 - (1.0 - gain) * np.clip(face_skin, 0.0, 1.0, dtype=np.float32)
+    out = theirs + detail * cv2.merge([contrast, kept, kept])
     return cv2.cvtColor(np.clip(out + 0.5, 0, 255).astype(np.uint8), cv2.COLOR_Lab2RGB)
