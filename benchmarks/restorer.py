@@ -40,7 +40,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from common import ARTIFACTS, FACES, machine, median, write_section
+from common import ARTIFACTS, FACES, cpu_name, machine, median, write_section
 from quality import identity_sets
 
 from facefuse.analysis.quality import sharpness
@@ -653,8 +653,9 @@ def render(r: dict, quick: bool) -> str:
                      f"{row['INT8 student']['wall']:.1f} / {row['INT8 student']['cpu']:.1f} |")
     lines += ["", "Every INT8 layout of ONNX Runtime's static quantizer on the student (256² input, 1 thread, CPU ms, "
               f"median of interleaved runs; SSIM to FP32 on {r['int8_layouts']['faces']} hold-out faces, 16 others "
-              "calibrate). This CPU has "
-              "AVX2 and FMA but no VNNI, so the U8S8 kernels gain little or nothing over FP32:", "",
+              "calibrate). " + ("This CPU has VNNI (8-bit dot products in one instruction), where the U8S8 kernels "
+                                "pay off:" if "VNNI" in cpu_name() else
+                                "This CPU has no VNNI, so the U8S8 kernels gain little or nothing over FP32:"), "",
               "| layout | CPU ms | × FP32 | SSIM to FP32 |", "|---|---|---|---|"]
     lines += [f"| {name} | {x['cpu']:.1f} | {x['speedup']:.2f}× | {x['ssim']:.4f} |"
               for name, x in r["int8_layouts"]["layouts"].items()]

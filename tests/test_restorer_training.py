@@ -21,6 +21,7 @@ from facefuse_training.restorer.adversarial import (PatchDiscriminator, adversar
 from facefuse_training.restorer.config import RestorerConfig
 from facefuse_training.restorer.degrade import DegradeConfig, blur_kernel, degrade
 from facefuse_training.restorer.evaluate import bicubic, bucket_gains
+from facefuse_training.restorer.losses import fourier_amplitude_l1
 from facefuse_training.restorer.model import UNet, UNetConfig
 from facefuse_training.restorer.student import step_ratio
 from facefuse_training.restorer.teacher import train_teacher
@@ -197,6 +198,21 @@ def test_adversarial_term_is_logged_and_checkpointed(tmp_path: Path):
     assert all(np.isfinite(r["g_adv"]) and np.isfinite(r["d_loss"]) for r in records)
     state = torch.load(tmp_path / "teacher.ckpt", weights_only=True)
     assert set(state["modules"]) == {"model", "disc"}
+
+
+def test_fourier_amplitude_term_asks_for_texture_not_its_place(tmp_path: Path):
+    """The term is blind to where texture sits (a circularly shifted patch scores 0, where L1 is large) and sees
+    texture missing (a blurred patch scores more than the shifted one); a run with it logs it every record."""
+    torch.manual_seed(0)
+    texture = torch.rand(2, 3, 32, 32)
+    shifted = torch.roll(texture, shifts=(5, 7), dims=(2, 3))
+    blurred = torch.nn.functional.avg_pool2d(texture, 3, 1, 1, count_include_pad=False)
+    assert fourier_amplitude_l1(shifted, texture).item() < 1e-5 < (shifted - texture).abs().mean().item()
+    assert fourier_amplitude_l1(blurred, texture).item() > 0.05
+    config = _tiny_config(tmp_path, teacher_steps=3, frequency_weight=1.0)
+    train_teacher(config, _faces())
+    records = [json.loads(line) for line in (tmp_path / "train.log.jsonl").read_text().splitlines()]
+    assert records and all(r["fft_amp"] > 0 for r in records)
 
 
 def test_discriminator_learns_to_tell_smooth_from_textured():

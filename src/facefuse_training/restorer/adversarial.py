@@ -4,7 +4,7 @@ discriminator and least-squares GAN losses.
 Why a patch discriminator: it judges local texture (each output cell sees ~22 px of a 64 px patch), which is what
 an L1 + SSIM restorer smooths away; least squares rather than the log loss because it stays stable at the small
 weights a fidelity-first restorer can afford. Whether it earns its place is measured (``benchmarks/
-restorer_adversarial.py``): it is off unless ``RestorerConfig.adversarial_weight`` > 0.
+restorer_loss_ab.py``): it is off unless ``RestorerConfig.adversarial_weight`` > 0.
 """
 
 from __future__ import annotations

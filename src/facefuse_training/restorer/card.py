@@ -34,9 +34,11 @@ def write_card(path: Path, config: RestorerConfig, summary: dict) -> Path:
         "ranges (faces under ~32 px, blur σ > 3, scratches, torn prints) it was not trained and does little.",
         f"- Seed {config.seed}; steps: teacher {config.teacher_steps}, fine-tune {config.finetune_steps} per pruning "
         f"step, distillation {config.distil_steps}; batch {config.batch}; AdamW, warm-up + cosine, peak lr "
-        f"{config.teacher_lr:g} for the teacher and {config.lr / 2:g} after it; loss L1 + 0.3·(1 − SSIM), the "
-        "student adds L1 to the teacher's output and MSE of 1×1-adapted decoder features to the teacher's.",
-        "- Real training time on this machine (2 shared cores, 1 PyTorch thread, load 10–15 from other jobs): "
+        f"{config.teacher_lr:g} for the teacher and {config.lr / 2:g} after it; loss L1 + 0.3·(1 − SSIM)"
+        + (f" + {config.frequency_weight:g}·Fourier-amplitude L1 (texture energy, every stage)"
+           if config.frequency_weight > 0 else "")
+        + ", the student adds L1 to the teacher's output and MSE of 1×1-adapted decoder features to the teacher's.",
+        "- Real training time on this machine (2 shared cores, 1 PyTorch thread per run): "
         + ", ".join(f"{stage} {seconds / 60:.1f} min" for stage, seconds in summary["train_seconds"].items())
         + " (wall clock from the training log). No GPU was used.",
         "- In facefuse's restore stage the output keeps the input's colours and tones below 2 px "

@@ -29,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "use another --seed so it draws new batches)")
     parser.add_argument("--adversarial-weight", type=float, default=defaults.adversarial_weight,
                         help="> 0: add a patch discriminator's LSGAN term (trained here) to the teacher's loss")
+    parser.add_argument("--frequency-weight", type=float, default=defaults.frequency_weight,
+                        help="weight of the Fourier-amplitude L1 (how much fine texture, not where) in every pixel "
+                             "loss of the chain; 0 = L1 + SSIM only")
     parser.add_argument("--prune-ratio", type=float, default=defaults.prune_ratio)
     parser.add_argument("--prune-iterations", type=int, default=defaults.prune_iterations)
     parser.add_argument("--finetune-steps", type=int, default=defaults.finetune_steps)
@@ -59,6 +62,7 @@ def config_from(args: argparse.Namespace) -> RestorerConfig:
                             teacher=UNetConfig(base=args.base), teacher_steps=args.teacher_steps,
                             teacher_lr=args.lr, teacher_init=args.teacher_init,
                             adversarial_weight=args.adversarial_weight,
+                            frequency_weight=args.frequency_weight,
                             prune_ratio=args.prune_ratio, prune_iterations=args.prune_iterations,
                             finetune_steps=args.finetune_steps, distil_steps=args.distil_steps,
                             threads=args.threads, grad_checkpoint=args.grad_checkpoint,

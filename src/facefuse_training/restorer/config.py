@@ -24,6 +24,7 @@ class RestorerConfig:
     teacher_init: Path | None = None    # start the teacher from these weights (a whole-model .pt) on a fresh schedule
     adversarial_weight: float = 0.0     # > 0: add the patch discriminator's LSGAN term to the teacher's loss
     disc_lr: float = 2e-4
+    frequency_weight: float = 8.0       # Fourier-amplitude L1 (texture energy) in every pixel loss; 0 = L1 + SSIM only
     prune_ratio: float = 0.5            # fraction of channels removed from every prunable group, overall
     prune_iterations: int = 2           # pruning steps, with fine-tuning after each
     prune_round_to: int = 8             # channel counts kept multiples of this: INT8/FP32 kernels work in blocks of 8

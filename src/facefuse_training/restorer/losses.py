@@ -1,4 +1,11 @@
-"""Losses that need no downloaded weights: L1 and SSIM (Gaussian window, per channel)."""
+"""Losses that need no downloaded weights: L1, SSIM (Gaussian window, per channel) and a Fourier-amplitude term.
+
+L1 and SSIM reward the mean of every face a degraded patch could have come from, so an L1 restorer comes out
+smoother than bicubic (hold-out texture 0.24x the truth's, bicubic 0.44x). The amplitude of a patch's spectrum
+does not care where a pore or a hair sits, only how much fine energy there is at each frequency (Fuoli, Van Gool
+& Timofte, "Fourier space losses for efficient perceptual image super-resolution", ICCV 2021): matching it asks
+for texture without asking for the impossible exact phase.
+"""
 
 from __future__ import annotations
 
@@ -33,8 +40,20 @@ def ssim(a: torch.Tensor, b: torch.Tensor, window: int = 11) -> torch.Tensor:
     return (num / den).mean()
 
 
-def restoration_loss(pred: torch.Tensor, gt: torch.Tensor, ssim_weight: float = 0.3) -> tuple[torch.Tensor, dict]:
-    """L1 + ``ssim_weight``·(1 − SSIM); returns the parts for the log."""
+def fourier_amplitude_l1(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Mean |(|FFT a| - |FFT b|)| of two (N, C, H, W) batches (orthonormal 2-D FFT, phase ignored)."""
+    return (torch.fft.rfft2(a, norm="ortho").abs() - torch.fft.rfft2(b, norm="ortho").abs()).abs().mean()
+
+
+def restoration_loss(pred: torch.Tensor, gt: torch.Tensor, ssim_weight: float = 0.3,
+                     frequency_weight: float = 0.0) -> tuple[torch.Tensor, dict]:
+    """L1 + ``ssim_weight``(1 - SSIM) [+ ``frequency_weight`` Fourier amplitude L1]; returns the parts for the log."""
     l1 = (pred - gt).abs().mean()
     s = ssim(pred.clamp(0, 1), gt)
-    return l1 + ssim_weight * (1 - s), {"l1": float(l1.detach()), "ssim": float(s.detach())}
+    loss = l1 + ssim_weight * (1 - s)
+    parts = {"l1": float(l1.detach()), "ssim": float(s.detach())}
+    if frequency_weight > 0:
+        amplitude = fourier_amplitude_l1(pred, gt)
+        loss = loss + frequency_weight * amplitude
+        parts["fft_amp"] = float(amplitude.detach())
+    return loss, parts

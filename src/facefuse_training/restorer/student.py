@@ -77,7 +77,7 @@ def prune_and_finetune(config: RestorerConfig, teacher_path: Path, images: np.nd
 
         def loss_at(step: int, model: UNet = model, draw=draw) -> tuple[torch.Tensor, dict]:
             lq, gt = draw(step)
-            return restoration_loss(model(lq), gt)
+            return restoration_loss(model(lq), gt, frequency_weight=config.frequency_weight)
 
         spec = loop_spec(config, f"prune{k}", config.finetune_steps, lr=config.lr / 2)
         train_loop({"model": model}, model.parameters(), loss_at, spec)
@@ -103,7 +103,7 @@ def distillation_loss(config: RestorerConfig, student: UNet, adapters: Adapters,
     with torch.no_grad():
         t_out, t_stages = teacher(lq, features=True)
     s_out, s_stages = student(lq, features=True)
-    base, parts = restoration_loss(s_out, gt)
+    base, parts = restoration_loss(s_out, gt, frequency_weight=config.frequency_weight)
     output = (s_out - t_out).abs().mean()
     feature = sum(((a - t) ** 2).mean() for a, t in zip(adapters(s_stages), t_stages))
     loss = base + config.distil_output_weight * output + config.distil_feature_weight * feature
@@ -136,7 +136,7 @@ def finetune_student(config: RestorerConfig, pruned_path: Path, teacher_path: Pa
     else:
         def loss_at(step: int) -> tuple[torch.Tensor, dict]:
             lq, gt = draw(step)
-            return restoration_loss(student(lq), gt)
+            return restoration_loss(student(lq), gt, frequency_weight=config.frequency_weight)
 
     params = [p for m in modules.values() for p in m.parameters()]
     train_loop(modules, params, loss_at, loop_spec(config, name, config.distil_steps, lr=config.lr / 2))

@@ -62,7 +62,7 @@ def train_teacher(config: RestorerConfig, images: np.ndarray) -> Path:
     def loss_at(step: int) -> tuple[torch.Tensor, dict]:
         lq, gt = draw(step)
         pred = model(lq)
-        loss, parts = restoration_loss(pred, gt)
+        loss, parts = restoration_loss(pred, gt, frequency_weight=config.frequency_weight)
         if adversarial is not None:
             g_adv, d_loss = adversarial(pred, gt)
             loss = loss + config.adversarial_weight * g_adv
