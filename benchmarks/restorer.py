@@ -549,6 +549,20 @@ def verdict(ok: bool) -> str:
     return "**met**" if ok else "**missed**"
 
 
+def poor_table(poor: dict, names, first_column: str) -> list[str]:
+    """The poor-source rows of ``names`` (keys of :func:`poor_sources`' result) as a Markdown table."""
+    lines = [f"| {first_column} | restored | enhanced | cos to reference | Δcos vs off (mean / worst) | "
+             "fused-face sharpness | ÷ off | bare skin ÷ target's | blotch % (median / worst change) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for name in names:
+        x = poor[name]
+        lines.append(f"| {name} | {x['restored']} / {poor['pairs']} | {x['enhanced']} / {poor['pairs']} | "
+                     f"{x['cos']:.3f} | {x['delta_cos']:+.3f} / {x['worst_delta_cos']:+.3f} | {x['sharp']:.0f} | "
+                     f"{x['sharp_ratio']:.2f}× | {x['skin_vs_target']:.2f}× | {x['blotch']:.2f} / "
+                     f"{x['worst_blotch_change']:+.2f} |")
+    return lines
+
+
 def enhancer_effect(auto: dict, enhanced: dict) -> list[str]:
     """The post stage's own effect on the poor-source pairs: ``auto + enhance`` against ``auto`` pair by pair (the
     same restored source, the same target; only ``enhance`` differs)."""

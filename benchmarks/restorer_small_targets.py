@@ -16,7 +16,7 @@ import numpy as np
 
 from common import machine, write_section
 from quality import identity_sets
-from restorer import ONE_THREAD, enhancer_effect, poor_sources
+from restorer import ONE_THREAD, enhancer_effect, poor_sources, poor_table
 
 from facefuse.config import StoreConfig
 from facefuse.fusion.restorer import RestoreConfig
@@ -61,16 +61,7 @@ def main() -> None:
         "face: a post stage judging the source by the restored face never enhanced these (`auto + enhance` was "
         "`auto`); it now judges by the photo's own face.",
         "",
-        "| restore | restored | enhanced | cos to reference | Δcos vs off (mean / worst) | fused-face sharpness "
-        "| ÷ off | bare skin ÷ target's | blotch % (median / worst change) |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for mode in MODES:
-        x = poor[mode]
-        lines.append(f"| {mode} | {x['restored']} / {poor['pairs']} | {x['enhanced']} / {poor['pairs']} | "
-                     f"{x['cos']:.3f} | {x['delta_cos']:+.3f} / {x['worst_delta_cos']:+.3f} | {x['sharp']:.0f} | "
-                     f"{x['sharp_ratio']:.2f}× | {x['skin_vs_target']:.2f}× | {x['blotch']:.2f} / "
-                     f"{x['worst_blotch_change']:+.2f} |")
+    ] + poor_table(poor, MODES, "restore")
     lines += enhancer_effect(poor["auto"], poor["auto + enhance"])
     print(write_section("restorer_small_targets", "\n".join(lines)).read_text())
 

@@ -6,6 +6,12 @@ person's face scaled to 40–64 px + JPEG 30–40, onto two other people's photo
 each model, in one process on one tree: ``restore=on``, ``auto`` and ``auto`` + ``enhance=auto``, against
 ``restore=off``. Judge: MobileFaceNet (not used by the pipeline) against a different, sharp photo of the source
 person.
+
+The fifteenth stop's run compared the student shipped before it (``git show
+4c0a37b:src/facefuse/models/weights/restorer.onnx > restorer_stop14.onnx``) with the new one::
+
+    python benchmarks/restorer_versions.py --model "until the fifteenth stop" restorer_stop14.onnx \
+        --model "Fourier-term student (shipped)" src/facefuse/models/weights/restorer.onnx
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import numpy as np
 
 from common import machine, write_section
 from quality import identity_sets
-from restorer import ONE_THREAD, poor_sources
+from restorer import ONE_THREAD, poor_sources, poor_table
 
 from facefuse.config import StoreConfig
 from facefuse.fusion.restorer import RestoreConfig
@@ -56,16 +62,7 @@ def main() -> None:
         "MobileFaceNet against a different sharp photo of the source person. Models: "
         + "; ".join(f"{label} = `{Path(path).name}`" for label, path in args.model) + ".",
         "",
-        "| restorer, restore | restored | enhanced | cos to reference | Δcos vs off (mean / worst) | "
-        "fused-face sharpness ÷ off | bare skin ÷ target's | blotch % (median / worst change) |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for name in fusers:
-        x = poor[name]
-        lines.append(f"| {name} | {x['restored']} / {poor['pairs']} | {x['enhanced']} / {poor['pairs']} | "
-                     f"{x['cos']:.3f} | {x['delta_cos']:+.3f} / {x['worst_delta_cos']:+.3f} | "
-                     f"{x['sharp_ratio']:.2f}× | {x['skin_vs_target']:.2f}× | {x['blotch']:.2f} / "
-                     f"{x['worst_blotch_change']:+.2f} |")
+    ] + poor_table(poor, fusers, "restorer, restore")
     write_section(args.section, "\n".join(lines))
     print("\n".join(lines))
 
