@@ -53,8 +53,16 @@ def test_live_camera_shows_fused_frames_with_rate_and_latency(camera, server, fa
         assert len(stats["latencyMs"]) >= 10 and all(0 < ms < 60_000 for ms in stats["latencyMs"])
         assert all(ms > 0 for ms in stats["serverMs"])
         text = page.locator("#live-stats").inner_text()
-        assert re.match(r"^\d+\.\d frames/s · latency \d+ ms \(camera to screen\) · server \d+ ms · \d+ frames skipped$",
-                        text), text
+        found = re.match(r"^\d+\.\d frames/s · latency \d+ ms \(camera to screen\) · server \d+ ms · \d+ frames skipped · "
+                         r"a face fused in (\d+) % of the last (\d+) frames$", text)
+        assert found, text
+        assert 0 < int(found[2]) <= 60 and 0 <= int(found[1]) <= 100
+        # the caption under the fused view says whether the frame shown has a face fused (read in one go with the
+        # frame's flag, so a frame arriving in between cannot split them)
+        caption, flag = page.evaluate("() => [document.getElementById('live-output-caption').textContent,"
+                                      " window.facefuseLive.fusedFlags.at(-1)]")
+        assert caption == ("Fused (AI-generated)" if flag else
+                           "Not fused: no face found, or turned too far (shown as captured)")
         size = page.evaluate("() => [document.getElementById('live-output').width,"
                              " document.getElementById('live-output').height]")
         assert size == [640, 360]  # the camera's frames, back at their size

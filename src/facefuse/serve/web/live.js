@@ -16,6 +16,9 @@ const LIVE_MAX_IN_FLIGHT = 2;
 const LIVE_ADAPT_FRAMES = 10; // latencies a decision looks at (their median), all of them since the last change
 const LIVE_ROOM_MS = 100; // median latency with one in flight below which a second is sent
 const LIVE_BUDGET_MS = 150; // median latency with more in flight above which the page goes back to one
+const LIVE_RECENT = 60; // frames the statistics line's medians and fused share are read over
+const LIVE_CAPTION = { fused: "Fused (AI-generated)",
+                       unfused: "Not fused: no face found, or turned too far (shown as captured)" };
 
 const live = {
   ws: null,
@@ -26,8 +29,9 @@ const live = {
   lastError: null,
   // what the page shows and a test or benchmark reads (window.facefuseLive); inFlight: frames sent and not yet
   // answered, beyond which camera frames are skipped; adaptive: whether the page sets inFlight itself (liveAdapt)
+  // fusedFlags: whether each frame shown had a face fused (1) or came back as captured (0)
   stats: { inFlight: 1, adaptive: true, shown: 0, fused: 0, skipped: 0, dropped: 0, latencyMs: [], serverMs: [],
-           shownAt: [], adaptedAt: 0 },
+           shownAt: [], fusedFlags: [], adaptedAt: 0 },
 };
 window.facefuseLive = live.stats;
 
@@ -73,7 +77,8 @@ async function liveStart() {
   video.srcObject = live.stream;
   $("live-views").hidden = false;
   Object.assign(live.stats, { shown: 0, fused: 0, skipped: 0, dropped: 0, latencyMs: [], serverMs: [], shownAt: [],
-                              adaptedAt: 0 });
+                              fusedFlags: [], adaptedAt: 0 });
+  $("live-output-caption").textContent = LIVE_CAPTION.fused;
   if (live.stats.adaptive) live.stats.inFlight = 1;
   live.sent.clear();
   live.lastError = null;
@@ -163,12 +168,16 @@ async function liveShow(data) {
   bitmap.close();
   const now = performance.now();
   const s = live.stats;
+  const fused = header.getUint32(12);
   s.shown += 1;
-  s.fused += header.getUint32(12);
+  s.fused += fused;
   s.dropped = header.getUint32(8);
+  // a frame without a face fused must not pass for a fused one: the caption says so while it is shown
+  $("live-output-caption").textContent = fused ? LIVE_CAPTION.fused : LIVE_CAPTION.unfused;
   if (captured === undefined) return; // not a frame this page sent (cannot happen with a well-behaved server)
-  // one sample of each per frame shown, so latencyMs[i] and serverMs[i] are the same frame's
-  for (const [list, value] of [[s.shownAt, now], [s.serverMs, serverMs], [s.latencyMs, now - captured]]) {
+  // one sample of each per frame shown, so latencyMs[i], serverMs[i] and fusedFlags[i] are the same frame's
+  for (const [list, value] of [[s.shownAt, now], [s.serverMs, serverMs], [s.latencyMs, now - captured],
+                               [s.fusedFlags, fused]]) {
     list.push(value);
     if (list.length > LIVE_KEEP) list.splice(0, list.length - LIVE_KEEP); // an hour-long session stays small
   }
@@ -196,12 +205,15 @@ function liveStatsText() {
   let recent = 0; // frames shown in the last 2 s
   for (let i = s.shownAt.length - 1; i >= 0 && now - s.shownAt[i] <= 2000; i--) recent += 1;
   recent /= 2;
-  const last = (list) => list.slice(-60).sort((a, b) => a - b);
+  const last = (list) => list.slice(-LIVE_RECENT).sort((a, b) => a - b);
   const latency = last(s.latencyMs);
   const server = last(s.serverMs);
   const median = (list) => (list.length ? list[Math.floor(list.length / 2)] : 0);
+  const flags = s.fusedFlags.slice(-LIVE_RECENT);
+  const share = flags.length ? (100 * flags.reduce((a, b) => a + b, 0)) / flags.length : 0;
   $("live-stats").textContent = `${recent.toFixed(1)} frames/s · latency ${median(latency).toFixed(0)} ms ` +
-    `(camera to screen) · server ${median(server).toFixed(0)} ms · ${s.dropped + s.skipped} frames skipped`;
+    `(camera to screen) · server ${median(server).toFixed(0)} ms · ${s.dropped + s.skipped} frames skipped · ` +
+    `a face fused in ${share.toFixed(0)} % of the last ${flags.length} frames`;
 }
 
 function liveClosed(event, opened) {
