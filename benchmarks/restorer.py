@@ -26,6 +26,8 @@ its own: they depend on the CPU's instruction sets (VNNI), which differ between 
 
 Needs the 'train' extra (the hold-out set is made by the training code). ``--run DIR`` is the training output
 folder (``facefuse train restorer --out DIR``): its teacher.onnx, pruned_ft.onnx, restorer.onnx and summary.json.
+``--section`` / ``--title`` write a run that is measured but not shipped into a section of its own, so the shipped
+student's section stays.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from facefuse_eval.lighting import lighting_error
 
 ONE_THREAD = RuntimeConfig(intra_op_threads=1)
 RESTORER_WEIGHTS = WEIGHTS_DIR / "restorer.onnx"  # the shipped student
+TITLE = "Face restorer: a model worth compressing (issue 21)"
 GOALS = {"teacher_db": 2.0, "teacher_ssim": 0.05, "cos": 0.03, "sharpness": 1.2, "params_fewer": 0.60,
          "macs": 1 / 3, "gain_kept": 0.90, "int8_speedup": 1.5, "int8_ssim": 0.98, "ms_128": 15.0}
 
@@ -370,6 +373,9 @@ def main() -> None:
     parser.add_argument("--int8", action="store_true",
                         help="only the INT8 figures (layouts, speed, optimize) of the shipped student, on this CPU; "
                              "needs no training run folder")
+    parser.add_argument("--section", default="restorer",
+                        help="results section to write: a run measured but not shipped gets its own")
+    parser.add_argument("--title", default=TITLE, help="the section's heading")
     args = parser.parse_args()
     quick, run = args.quick, args.run
     if args.int8:
@@ -400,8 +406,7 @@ def main() -> None:
         cv2.imwrite(str(sheets[-1]), np.concatenate([np.concatenate(r, axis=1) for r in post_sheet], 0)[:, :, ::-1])
     results["sheets"] = [str(s) for s in sheets]
     (run / "benchmark.json").write_text(json.dumps(results, indent=2, default=float))
-    write_section("restorer", render(results, quick))
-    print((Path(__file__).parent / "results" / "restorer.md").read_text())
+    print(write_section(args.section, render(results, quick, args.title)).read_text())
 
 
 def model_sections(fuser: Fuser, run: Path, summary: dict, student_path: Path, holdout_limit: int | None,
@@ -576,7 +581,7 @@ def enhancer_effect(auto: dict, enhanced: dict) -> list[str]:
             f"{d_blotch.max():+.2f} pt."]
 
 
-def render(r: dict, quick: bool) -> str:
+def render(r: dict, quick: bool, title: str = TITLE) -> str:
     s, h, speed, poor, good, post, tiles = (r[k] for k in ("summary", "holdout", "speed", "poor", "good", "post",
                                                             "tiling"))
     costs = s["costs"]
@@ -595,7 +600,7 @@ def render(r: dict, quick: bool) -> str:
     best_128, best_128_wall = sp128[fastest]["cpu"], sp128[fastest]["wall"]
     on, off, auto = poor["on"], poor["off"], poor["auto"]
     lines = [
-        "## Face restorer: a model worth compressing (issue 21)" + (" (--quick)" if quick else ""),
+        f"## {title}" + (" (--quick)" if quick else ""),
         "",
         f"`benchmarks/restorer.py` on {machine()}. No GPU was lent to this task: every figure is CPU (ONNX Runtime, "
         "1 thread; medians of interleaved runs, wall and CPU time).",

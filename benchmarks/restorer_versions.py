@@ -12,6 +12,13 @@ The fifteenth stop's run compared the student shipped before it (``git show
 
     python benchmarks/restorer_versions.py --model "until the fifteenth stop" restorer_stop14.onnx \
         --model "Fourier-term student (shipped)" src/facefuse/models/weights/restorer.onnx
+
+The sixteenth stop's compared a candidate that was not shipped (a training run folder's student) with the shipped
+one, in a section of its own::
+
+    python benchmarks/restorer_versions.py --model shipped src/facefuse/models/weights/restorer.onnx \
+        --model "longer-trained teacher's student (not shipped)" artifacts/restorer_t2c/restorer.onnx \
+        --section restorer_versions_t2c --title "Restorer student of a longer-trained teacher against ..."
 """
 
 from __future__ import annotations
