@@ -318,7 +318,7 @@ def footprint_levels(table: tuple[np.ndarray, np.ndarray], scale: float) -> np.n
 
 
 def source_warp(image: np.ndarray, to_crop: np.ndarray, table: tuple[np.ndarray, np.ndarray],
-                size: int) -> np.ndarray:
+                size: int, box: tuple[slice, slice]) -> np.ndarray:
     """The source photo warped onto the crop by ``table`` (:func:`photo_warp`); a source face ``FILTERED_FROM``× or
     more the crop's is sampled pixel by pixel from the pyramid level that holds as many photo pixels as the crop
     gives it (trilinear: two levels blended linearly, each further level warped only over the box where it counts).
@@ -329,26 +329,39 @@ def source_warp(image: np.ndarray, to_crop: np.ndarray, table: tuple[np.ndarray,
     looks mottled up close"). One level for the whole face left the streaks or softened the near cheek; filtering
     every source from 2× lowered the photo sets' skin sharpness ratio (knn_examples 0.89 → 0.85), where aliasing
     at 2–2.5× reads as the photo's grain (benchmarks/naturalness.py, docs/quality.md). Below ``FILTERED_FROM`` —
-    a photo's usual case — one warp, as before."""
+    a photo's usual case — one warp, as before.
+
+    Only the crop's ``box`` (rows, columns) is computed, and returned: the crop's pixels outside the box that
+    changes (:func:`~facefuse.fusion.blend.changed_box`) are never read (issue 19: the box is ~40 % of the crop;
+    the same pixels inside it)."""
+    rows, columns = box
     scale = float(np.sqrt(abs(np.linalg.det(to_crop[:, :2]))))
     if scale * FILTERED_FROM > 1.0:
-        return photo_warp(image, to_crop, table)
+        return photo_warp(image, to_crop, (table[0][box], table[1][box]))
     levels = footprint_levels(table, scale)  # the level each pixel wants (mipmapping), on the MAP_STEP grid
     finest = max(0, int(np.floor(levels.min())))
-    out = photo_warp(*pyramid_part(image, to_crop, size, finest), table)
+    out = photo_warp(*pyramid_part(image, to_crop, size, finest), (table[0][box], table[1][box]))
     for level in range(finest + 1, finest + MAX_LEVELS):
         weight = levels - np.float32(level - 1)  # between two levels, linearly
-        rows, columns = np.nonzero(weight > 0.05)
-        if not len(rows):
+        grid_rows, grid_columns = np.nonzero(weight > 0.05)
+        if not len(grid_rows):
             break
-        top, left = max(rows.min() - 1, 0), max(columns.min() - 1, 0)
-        bottom, right = rows.max() + 2, columns.max() + 2
-        box = np.s_[top * MAP_STEP:bottom * MAP_STEP, left * MAP_STEP:right * MAP_STEP]
-        coarser = photo_warp(*pyramid_part(image, to_crop, size, level), (table[0][box], table[1][box]))
-        height, width = coarser.shape[:2]
-        blend = cv2.resize(np.clip(weight[top:bottom, left:right], 0.0, 1.0), (width, height),
+        top, left = max(grid_rows.min() - 1, 0), max(grid_columns.min() - 1, 0)
+        bottom, right = grid_rows.max() + 2, grid_columns.max() + 2
+        # the level's own box, as before, then only its part inside ``box``
+        y0, x0 = top * MAP_STEP, left * MAP_STEP
+        y1, x1 = min(bottom * MAP_STEP, size), min(right * MAP_STEP, size)
+        blend = cv2.resize(np.clip(weight[top:bottom, left:right], 0.0, 1.0), (x1 - x0, y1 - y0),
                            interpolation=cv2.INTER_LINEAR)
-        out[box] = cv2.blendLinear(coarser, out[box], blend, 1.0 - blend)
+        iy0, iy1 = max(y0, rows.start), min(y1, rows.stop)
+        ix0, ix1 = max(x0, columns.start), min(x1, columns.stop)
+        if iy1 <= iy0 or ix1 <= ix0:
+            continue
+        part = np.s_[iy0:iy1, ix0:ix1]
+        coarser = photo_warp(*pyramid_part(image, to_crop, size, level), (table[0][part], table[1][part]))
+        blend = np.ascontiguousarray(blend[iy0 - y0:iy1 - y0, ix0 - x0:ix1 - x0])
+        inside = np.s_[iy0 - rows.start:iy1 - rows.start, ix0 - columns.start:ix1 - columns.start]
+        out[inside] = cv2.blendLinear(coarser, out[inside], blend, 1.0 - blend)
     return out
 
 
@@ -422,17 +435,22 @@ class MeshFusionEngine:
         # resampling; without the target ``photo`` its aligned crop is remapped. The reshaped target is only ever
         # read inside the changed region's box (relight, blend, make-up zones), so only that box is resampled
         # (the same pixels there; 5.6 → 2.3 CPU ms at 720p); the new face is needed whole (the segmenter sees it)
+        # the new face likewise: only that box is read (relight, blend, eyes, make-up zones; the segmenter sees the
+        # source parsed in its own photo), so outside it the crop holds the target's pixels
         warped_target = target_crop.copy()
         box = changed_box(region)
         if box is not None:
             table = (tables[0][0][box], tables[0][1][box])
             warped_target[box] = mesh.warp(target_crop, *table) if photo is None else photo_warp(photo, to_crop, table)
+        else:
+            box = np.s_[0:size, 0:size]
         texture = source_texture(source.payload, target_face.landmarks)
-        warped_source = source_warp(texture, source_to_crop, tables[1], size)
+        warped_source = warped_target.copy()
+        warped_source[box] = source_warp(texture, source_to_crop, tables[1], size, box)
         if mirror is not None:
-            mirror_texture = source_warp(texture, source_to_crop, tables[2], size)
-            weight = np.clip(tables[3][0], 0.0, 1.0)
-            warped_source = cv2.blendLinear(mirror_texture, warped_source, weight, 1.0 - weight)
+            mirror_texture = source_warp(texture, source_to_crop, tables[2], size, box)
+            weight = np.ascontiguousarray(np.clip(tables[3][0][box], 0.0, 1.0))
+            warped_source[box] = cv2.blendLinear(mirror_texture, warped_source[box], weight, 1.0 - weight)
         skin = skin_mask(dest, size)
         eyes = source_eyes(options, warped_source, warped_target, dest, skin, carry)
         if eyes.source:

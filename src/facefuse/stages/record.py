@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 
 import numpy as np
 
@@ -80,8 +81,23 @@ class PreparedSource:
     engine: FusionEngine
     timings_ms: Mapping[str, float]
     warnings: tuple[str, ...] = ()
-    # the segment stage's parsing of the source face in its own photo (engines that map the source, segmenter on)
+    # the segment stage's parsing of the source face in its own photo (engines that map the source, segmenter on);
+    # a photo fusion parses it on a thread of its own while the target's face is rendered (Fuser.fuse): then
+    # ``parsing_aside`` is that work's future record, which :meth:`source_parsing` waits for
     parsing: FaceParsing | None = None
+    parsing_aside: Future[Record] | None = None
+
+    def source_parsing(self) -> FaceParsing | None:
+        """The source's parsing, waiting for it when it is being done aside."""
+        return self.parsing if self.parsing_aside is None else self.parsing_aside.result().parsing
+
+    def settled(self) -> PreparedSource:
+        """This source with the parsing done aside in place, and its time and notes among the source's."""
+        if self.parsing_aside is None:
+            return self
+        parsed = self.parsing_aside.result()
+        return replace(self, parsing=parsed.parsing, parsing_aside=None, timings_ms=parsed.timings_ms,
+                       warnings=parsed.notes)
 
 
 @dataclass(frozen=True, eq=False)
