@@ -240,21 +240,37 @@ def test_reused_photos_are_analysed_once(store_config, photos):
 
 
 def test_a_template_keeps_its_segmenter_half_and_triangles_with_its_cached_face(store_config, photos, monkeypatch):
-    """A target seen before (a template): its half of the segmenter output and its triangulation are not redone
-    (facefuse.analysis.cache.FaceMemo; issue 19, "photos seen before"), and a source seen before keeps its parsing
-    too (the new face takes the source's, carried by the engine's map): the segmenter does not run at all, the
-    output equal to the bit to an uncached fusion's; a restored photo or the second face of a photo keep nothing
-    (their crop's pixels are not the cached photo's), and what is kept goes with the cached face."""
+    """A target seen before (a template): its half of the segmenter output, its aligned crop and its triangulation
+    are not redone (facefuse.analysis.cache.FaceMemo; issue 19, "photos seen before"), and a source seen before
+    keeps its parsing and the engine's payload too (the new face takes the source's parsing, carried by the
+    engine's map): the segmenter does not run at all, the output equal to the bit to an uncached fusion's; a
+    restored photo or the second face of a photo keep nothing (their crop's pixels are not the cached photo's),
+    and what is kept goes with the cached face."""
     import gc
 
     from facefuse.analysis.cache import FaceMemo
     from facefuse.analysis.segmentation import FaceSegmenter
+    from facefuse.fusion.mesh_engine import MeshFusionEngine
     from facefuse.geometry import mesh
     from facefuse.pipeline import Fuser, FuserConfig
+    from facefuse.stages import align as align_stage
 
     batches: list[int] = []
     triangulations = {"n": 0}
+    work = {"crops": 0, "payloads": 0}
     probabilities, triangulate = FaceSegmenter.probabilities, mesh.triangulate
+    crop, prepare_source = align_stage.aligned_crop, MeshFusionEngine.prepare_source
+
+    def counted_crop(*args):
+        work["crops"] += 1
+        return crop(*args)
+
+    def counted_prepare(self, *args):
+        work["payloads"] += 1
+        return prepare_source(self, *args)
+
+    monkeypatch.setattr(align_stage, "aligned_crop", counted_crop)
+    monkeypatch.setattr(MeshFusionEngine, "prepare_source", counted_prepare)
 
     def counted_probabilities(self, crops):
         batches.append(len(crops))
@@ -270,11 +286,13 @@ def test_a_template_keeps_its_segmenter_half_and_triangles_with_its_cached_face(
     options = FusionOptions(visible_label=False)
     first = fuser.fuse(photos["biden"], photos["obama"], options).image
     assert batches == [1, 1]  # the source parsed in its own photo, the target's half alone; both kept
+    assert work == {"crops": 1, "payloads": 1}
     computed = triangulations["n"]  # the face's own triangles and the ring's (which follows the new contour)
     batches.clear()
     triangulations["n"] = 0
     again = fuser.fuse(photos["biden"].read_bytes(), photos["obama"].read_bytes(), options).image
     assert batches == [] and triangulations["n"] == computed - 1
+    assert work == {"crops": 1, "payloads": 1}  # the crop and the payload kept too
     assert np.array_equal(again, first)
     uncached = Fuser(FuserConfig(store=store_config, analysis_cache_mb=0)).fuse(photos["biden"], photos["obama"],
                                                                                options).image

@@ -71,7 +71,7 @@ def default_stages(models: Models, analysis: AnalysisConfig) -> Pipeline:
         Landmarks(models.analyzer, models.cache),
         gate,
         Restore(models.restorer, gate),
-        Align(),
+        Align(models.memo),
         Render(models.engine, models.memo),
         Segment(models.segmenter, models.memo),
         Relight(),
