@@ -79,12 +79,29 @@ def run_on_ray(settings: ServeSettings, log_level: str) -> int:
     return 0
 
 
+def size_opencv_pool(settings: ServeSettings) -> int:
+    """Give OpenCV's thread pool the share of the cores one worker's fusion has, as ONNX Runtime's sessions get
+    (this process is the server's own); returns that size.
+
+    Why: OpenCV's default, a thread per core for every worker's calls, only added hand-offs while every core was
+    busy with a fusion anyway (issue 19, concurrency 8, two workers: 18.6–18.9 → 19.3–19.5 fusions/s, server CPU
+    90–92 → 88–89 ms a fusion, interleaved runs of benchmarks/load.py --goal)."""
+    import cv2
+
+    from ..runtime import intra_op_threads
+
+    threads = intra_op_threads(settings.fuser_config().runtime)
+    cv2.setNumThreads(threads)
+    return threads
+
+
 def run_local(settings: ServeSettings, log_level: str) -> int:
     import uvicorn
 
     from ..serve.app import create_app
     from ..serve.server import server_config
 
+    size_opencv_pool(settings)
     server = uvicorn.Server(server_config(create_app(settings), settings, log_level=log_level,
                                          access_log=log_level == "debug"))
     try:
