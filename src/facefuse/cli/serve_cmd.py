@@ -83,9 +83,11 @@ def size_opencv_pool(settings: ServeSettings) -> int:
     """Give OpenCV's thread pool the share of the cores one worker's fusion has, as ONNX Runtime's sessions get
     (this process is the server's own); returns that size.
 
-    Why: OpenCV's default, a thread per core for every worker's calls, only added hand-offs while every core was
-    busy with a fusion anyway (issue 19, concurrency 8, two workers: 18.6–18.9 → 19.3–19.5 fusions/s, server CPU
-    90–92 → 88–89 ms a fusion, interleaved runs of benchmarks/load.py --goal)."""
+    Why: OpenCV's default, a thread per core, splits every large call of every worker's fusion and live frame, while
+    other requests, live sessions or video jobs keep the other cores busy anyway: the hand-offs cost CPU that those
+    need (issue 19, benchmarks/opencv_pool.py, one thread against two on 2 cores: a live frame 33.5 → 27.2 ms of CPU,
+    its server time p95 38.4 → 42.9 ms; a 720p video frame 93.9 → 88.8 ms). A single photo on an idle machine is
+    ~6 ms faster with the split, which a service under load rarely sees."""
     import cv2
 
     from ..runtime import intra_op_threads
