@@ -66,17 +66,19 @@ class AnalysisCache:
 
 class FaceMemo:
     """Work that depends on one face of a cached photo alone — its segmenter output in the engine's crop, its
-    triangles — kept as long as the analysis cache keeps the face.
+    aligned crop, its triangles; a source face's parsing and the engine's payload — kept as long as the analysis
+    cache keeps the face.
 
     Why: a template fused with many users' selfies (``benchmarks/fusion_speed.py``, "photos seen before") paid for
     the target's half of the segmenter and its triangulation on every fusion although neither changes. Keyed weakly
     by the :class:`~facefuse.analysis.types.Face` object the cache hands to every request for that photo, so an
-    entry goes when the cached analysis does and needs no size bound of its own beyond ``per_face`` entries (the
-    segmenter's half and the triangles for each crop a face was rendered in: the default keeps four crop sizes, the
-    oldest going first). Values are shared read-only by the requests of several threads.
+    entry goes when the cached analysis does (a value must never hold its face) and needs no size bound of its own
+    beyond ``per_face`` entries (the segmenter's half, the crop and the triangles for each crop a face was rendered
+    in: the default keeps four crop sizes, the oldest going first). Values are shared read-only by the requests of
+    several threads.
     """
 
-    def __init__(self, per_face: int = 8) -> None:
+    def __init__(self, per_face: int = 12) -> None:
         self.per_face = per_face
         self._items: weakref.WeakKeyDictionary[Face, dict[Hashable, Any]] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
