@@ -37,16 +37,17 @@ def test_invalid_settings_are_usage_errors():
     assert bad_env.returncode == 2 and "FACEFUSE_MAX_BATCH" in bad_env.stderr
 
 
-def test_the_server_gives_opencvs_pool_one_workers_share_of_the_cores():
-    """Issue 19: OpenCV's pool sized like ONNX Runtime's sessions, cores ÷ workers (at least one), in the server's own
-    process (a child here: the setting is process-wide)."""
-    code = ("import cv2, sys; from facefuse.cli.serve_cmd import size_opencv_pool; from facefuse.serve import "
-            "ServeSettings; size_opencv_pool(ServeSettings(workers=int(sys.argv[1]))); print(cv2.getNumThreads())")
+def test_the_shells_give_opencvs_pool_one_fusions_share_of_the_cores():
+    """Issue 19: OpenCV's pool sized like ONNX Runtime's sessions, cores ÷ concurrent fusions (at least one), by the
+    shells that own their process (the server's workers, a video's fusion threads), in a child here: the setting is
+    process-wide."""
+    code = ("import cv2, sys; from facefuse.runtime import size_opencv_pool; "
+            "size_opencv_pool(int(sys.argv[1])); print(cv2.getNumThreads())")
     cores = os.cpu_count() or 1
-    for workers in (1, 2, 4):
-        shown = subprocess.run([sys.executable, "-c", code, str(workers)], capture_output=True, text=True, timeout=60,
-                               check=True).stdout.split()[-1]
-        assert int(shown) == max(1, cores // workers), workers
+    for concurrent in (1, 2, 4):
+        shown = subprocess.run([sys.executable, "-c", code, str(concurrent)], capture_output=True, text=True,
+                               timeout=60, check=True).stdout.split()[-1]
+        assert int(shown) == max(1, cores // concurrent), concurrent
 
 
 def test_port_in_use_is_a_usage_error(store_config):

@@ -108,6 +108,24 @@ def intra_op_threads(config: RuntimeConfig, cores: int | None = None, stage: str
     return min(threads, STAGE_THREADS.get(stage or "", threads))
 
 
+def size_opencv_pool(concurrent: int, cores: int | None = None) -> int:
+    """Give OpenCV's thread pool one concurrent fusion's share of the cores (at least one thread), as ONNX
+    Runtime's sessions get theirs (:func:`intra_op_threads`); returns that size. For a shell that owns its process
+    and runs ``concurrent`` fusions at once (the server's workers, a video's fusion threads): process-wide, so the
+    library never calls it.
+
+    Why: OpenCV's default, a thread per core, splits every large call of every fusion while the other fusions keep
+    the other cores busy anyway, and the hand-offs cost CPU that those need (issue 19, benchmarks/opencv_pool.py,
+    one thread against two on 2 cores: a live frame 33.5 → 27.2 ms of CPU, its server time p95 38.4 → 42.9 ms; a
+    720p video frame 93.9 → 88.8 ms, 18.9 → 19.9 frames/s). A single photo on an idle machine is ~6 ms faster with
+    the split, so the library and the photo commands keep OpenCV's default."""
+    import cv2
+
+    threads = max(1, (cores or os.cpu_count() or 1) // max(1, concurrent))
+    cv2.setNumThreads(threads)
+    return threads
+
+
 def session_options(config: RuntimeConfig, stage: str | None = None) -> ort.SessionOptions:
     """Why no spinning: ONNX Runtime's pool threads busy-wait after each run by default; on a 2-core machine that
     shares its cores with decode, encode and other requests, the spin is CPU taken from them (FaceMesh on 2 threads

@@ -79,31 +79,14 @@ def run_on_ray(settings: ServeSettings, log_level: str) -> int:
     return 0
 
 
-def size_opencv_pool(settings: ServeSettings) -> int:
-    """Give OpenCV's thread pool the share of the cores one worker's fusion has, as ONNX Runtime's sessions get
-    (this process is the server's own); returns that size.
-
-    Why: OpenCV's default, a thread per core, splits every large call of every worker's fusion and live frame, while
-    other requests, live sessions or video jobs keep the other cores busy anyway: the hand-offs cost CPU that those
-    need (issue 19, benchmarks/opencv_pool.py, one thread against two on 2 cores: a live frame 33.5 → 27.2 ms of CPU,
-    its server time p95 38.4 → 42.9 ms; a 720p video frame 93.9 → 88.8 ms). A single photo on an idle machine is
-    ~6 ms faster with the split, which a service under load rarely sees."""
-    import cv2
-
-    from ..runtime import intra_op_threads
-
-    threads = intra_op_threads(settings.fuser_config().runtime)
-    cv2.setNumThreads(threads)
-    return threads
-
-
 def run_local(settings: ServeSettings, log_level: str) -> int:
     import uvicorn
 
+    from ..runtime import size_opencv_pool
     from ..serve.app import create_app
     from ..serve.server import server_config
 
-    size_opencv_pool(settings)
+    size_opencv_pool(settings.workers)  # this process is the server's own (facefuse.runtime)
     server = uvicorn.Server(server_config(create_app(settings), settings, log_level=log_level,
                                          access_log=log_level == "debug"))
     try:

@@ -11,6 +11,7 @@ from tqdm import tqdm
 
 from ..fusion.engine import FusionOptions
 from ..pipeline import Fuser
+from ..runtime import size_opencv_pool
 from ..video import VideoOptions, VideoProgress
 from .fuse_cmd import add_fusion_flags, config_with_swapper
 from .options import model_from_args
@@ -31,8 +32,9 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # imported here: it loads FFmpeg's libraries, which the other commands never need
-    from ..video.fuse import fuse_video
+    from ..video.fuse import fuse_video, fuse_workers
 
+    size_opencv_pool(fuse_workers())  # this process is the command's own (facefuse.runtime)
     options: FusionOptions = model_from_args(FusionOptions, args)
     video: VideoOptions = model_from_args(VideoOptions, args)
     fuser = Fuser(config_with_swapper(args))

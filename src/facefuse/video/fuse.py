@@ -75,6 +75,11 @@ class _Segment:
     fused: int = 0
 
 
+def fuse_workers() -> int:
+    """The fusion threads a video runs: one per core, up to :data:`MAX_FUSE_WORKERS`."""
+    return max(1, min(MAX_FUSE_WORKERS, os.cpu_count() or 1))
+
+
 def fuse_video(source: ImageInput, target: str | Path, output: str | Path, options: FusionOptions | None = None,
                video: VideoOptions | None = None, *, fuser: Fuser | None = None,
                progress: Callable[[VideoProgress], None] | None = None, cancel: threading.Event | None = None,
@@ -218,7 +223,7 @@ class _Run:
         total = self._estimate_total()
         self.done, last_report = resumed_from, 0.0
         stop = threading.Event()
-        workers = max(1, min(MAX_FUSE_WORKERS, os.cpu_count() or 1))
+        workers = fuse_workers()
         pending: deque[Future[_Fused]] = deque()
         clock = time.perf_counter()
         with ThreadPoolExecutor(workers, thread_name_prefix="facefuse-video-fuse") as pool:
