@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -67,10 +68,23 @@ def rss_mb(pid: int) -> float:
     raise AssertionError(f"no VmRSS for process {pid}")
 
 
+# ports below the kernel's ephemeral range (32768 up on Linux) and above Ray's worker ports (10002–19999 by default)
+QUIET_PORTS = range(20000, 32768)
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port free now, from :data:`QUIET_PORTS`: between this check and the server's bind, nothing else may take it.
+    A port the kernel handed out (bind to port 0) could be handed to the next program that asks too: while
+    `facefuse serve --backend ray` started, one of Ray's own agents got such a port, and /readyz answered with
+    Ray's metrics page."""
+    for candidate in random.sample(QUIET_PORTS, 64):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", candidate))
+            except OSError:
+                continue
+            return candidate
+    raise RuntimeError(f"no free port in {QUIET_PORTS}")
 
 
 def assert_error(response: httpx.Response, code: ErrorCode) -> dict[str, Any]:
