@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -74,3 +75,19 @@ def test_serve_backend_ray_answers_and_stops_cleanly(store_config: StoreConfig, 
         time.sleep(0.5)
     assert not [pid for pid in ray_processes if _alive(pid)]
     assert "Traceback" not in (tmp_path / "serve.log").read_text()
+
+
+def test_serve_backend_ray_on_a_port_in_use_is_a_usage_error(store_config: StoreConfig):
+    """As with the single-process server: a clear usage error and exit code 2, not Ray's wrapped traceback from its
+    HTTP proxy actor (what it printed before: "error: INTERNAL: unexpected RayTaskError(RuntimeError) …")."""
+    env = {**os.environ, "FACEFUSE_HOME": str(store_config.home), "FACEFUSE_MODEL_MIRROR": str(store_config.mirror)}
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = subprocess.run([sys.executable, "-m", "facefuse", "serve", "--backend", "ray", "--port", str(port),
+                                 "--num-cpus-per-replica", "0.5", "--log-level", "warning"],
+                                capture_output=True, text=True, env=env, timeout=240, check=False)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert f"could not listen on 127.0.0.1:{port}" in result.stderr
+    assert "Traceback" not in result.stderr and "RayTaskError" not in result.stderr

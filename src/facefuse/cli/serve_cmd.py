@@ -68,7 +68,13 @@ def run_on_ray(settings: ServeSettings, log_level: str) -> int:
                             "install it with: pip install 'facefuse[ray]'", {"option": "backend"}) from None
     ray.init(log_to_driver=log_level in ("debug", "info"))  # the replicas' logs, on this terminal
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # systemd/Kubernetes stop = Ctrl-C: shut down cleanly
-    serve.start(http_options={"host": settings.host, "port": settings.port})
+    try:
+        serve.start(http_options={"host": settings.host, "port": settings.port})
+    except RuntimeError as exc:  # Ray's error from its HTTP proxy actor, wrapping the proxy's own
+        if "Failed to bind" in str(exc):
+            raise cannot_listen(settings) from None
+        raise FacefuseError(ErrorCode.NOT_READY, f"Ray Serve did not start: {exc}",
+                            "see Ray's logs (`ray logs` or the Ray dashboard)") from None
     try:
         serve.run(ray_app(settings), name="facefuse", route_prefix="/", blocking=True)
     except KeyboardInterrupt:
@@ -96,7 +102,12 @@ def run_local(settings: ServeSettings, log_level: str) -> int:
         # cannot start; our exit codes come from the error table instead
         pass
     if not server.started:  # uvicorn has logged why (typically the address is in use)
-        raise FacefuseError(ErrorCode.INVALID_OPTION, f"could not listen on {settings.host}:{settings.port}",
-                            "choose another --port (or stop the program using it), or check --host",
-                            {"host": settings.host, "port": settings.port})
+        raise cannot_listen(settings)
     return 0
+
+
+def cannot_listen(settings: ServeSettings) -> FacefuseError:
+    """Either backend's answer when the server cannot take its address (typically: the port is in use)."""
+    return FacefuseError(ErrorCode.INVALID_OPTION, f"could not listen on {settings.host}:{settings.port}",
+                         "choose another --port (or stop the program using it), or check --host",
+                         {"host": settings.host, "port": settings.port})
