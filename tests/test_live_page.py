@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from browser import camera_browser, make_fake_camera
 from serve_helpers import LiveServer
 from test_web_page import ARTIFACTS, open_page
@@ -40,6 +41,24 @@ def live_page(camera, server, api_errors=(), **kwargs):
     return context, page, problems
 
 
+def wait_for_frames(page, condition: str, problems: list[str]) -> None:
+    """Wait until ``condition`` holds on ``window.facefuseLive``; if it never does, fail with what the page shows
+    (its statistics, an error, the camera's state, frames waiting for an answer) instead of a bare timeout."""
+    try:
+        page.wait_for_function(f"() => {{ const s = window.facefuseLive; return {condition}; }}", timeout=120_000)
+    except PlaywrightTimeoutError:
+        seen = page.evaluate("""() => {
+            const s = window.facefuseLive, video = document.getElementById('live-camera');
+            const error = document.getElementById('live-error');
+            return { shown: s.shown, fused: s.fused, skipped: s.skipped, dropped: s.dropped, inFlight: s.inFlight,
+                     waiting: live.sent.size, socket: live.ws && live.ws.readyState,
+                     statsLine: document.getElementById('live-stats').textContent,
+                     error: error.hidden ? null : error.innerText,
+                     camera: [video.videoWidth, video.videoHeight, video.readyState, video.paused] }; }""")
+        pytest.fail(f"the live view never reached {condition}: {seen}; problems on the page: {problems}",
+                    pytrace=False)
+
+
 def test_live_camera_shows_fused_frames_with_rate_and_latency(camera, server, faces_dir: Path):
     context, page, problems = live_page(camera, server, api_errors={429})
     other = None
@@ -47,8 +66,7 @@ def test_live_camera_shows_fused_frames_with_rate_and_latency(camera, server, fa
         assert page.locator("#live-start").is_disabled()  # no source face yet
         page.set_input_files("#source-file", str(faces_dir / "face_recognition" / "obama.jpg"))
         page.locator("#live-start").click()
-        page.wait_for_function("() => window.facefuseLive.shown >= 15 && window.facefuseLive.fused >= 5",
-                               timeout=120_000)
+        wait_for_frames(page, "s.shown >= 15 && s.fused >= 5", problems)
         stats = page.evaluate("() => window.facefuseLive")
         assert len(stats["latencyMs"]) >= 10 and all(0 < ms < 60_000 for ms in stats["latencyMs"])
         assert all(ms > 0 for ms in stats["serverMs"])

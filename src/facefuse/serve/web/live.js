@@ -16,6 +16,7 @@ const LIVE_MAX_IN_FLIGHT = 2;
 const LIVE_ADAPT_FRAMES = 10; // latencies a decision looks at (their median), all of them since the last change
 const LIVE_ROOM_MS = 100; // median latency with one in flight below which a second is sent
 const LIVE_BUDGET_MS = 150; // median latency with more in flight above which the page goes back to one
+const LIVE_FRAME_WAIT_MS = 100; // longest wait for the camera's next frame before the current one is sent
 const LIVE_RECENT = 60; // frames the statistics line's medians and fused share are read over
 const LIVE_CAPTION = { fused: "Fused (AI-generated)",
                        unfused: "Not fused: no face found, or turned too far (shown as captured)" };
@@ -75,6 +76,7 @@ async function liveStart() {
   }
   const video = $("live-camera");
   video.srcObject = live.stream;
+  video.play().catch(() => {}); // besides autoplay, which a browser's policy may hold back
   $("live-views").hidden = false;
   Object.assign(live.stats, { shown: 0, fused: 0, skipped: 0, dropped: 0, latencyMs: [], serverMs: [], shownAt: [],
                               fusedFlags: [], adaptedAt: 0 });
@@ -113,20 +115,32 @@ function liveText(message) {
 }
 
 // One camera frame per video frame (requestVideoFrameCallback), sent only while fewer than stats.inFlight wait
-// for their answer: a slow server makes the page skip camera frames rather than pile them up.
+// for their answer: a slow server makes the page skip camera frames rather than pile them up. The timer is there
+// for a browser that stops presenting the video (it may, for a video it considers out of sight): the page then
+// sends the frame it has every LIVE_FRAME_WAIT_MS instead of stalling.
 function liveNextFrame() {
   const video = $("live-camera");
   if (!live.ws) return;
-  if (video.requestVideoFrameCallback) video.requestVideoFrameCallback(liveCapture);
-  else setTimeout(liveCapture, 33);
+  let pending = true;
+  let callback = null;
+  const capture = (presented) => {
+    if (!pending) return;
+    pending = false;
+    clearTimeout(timer);
+    if (callback !== null && !presented) video.cancelVideoFrameCallback(callback);
+    liveCapture(presented);
+  };
+  const timer = setTimeout(() => capture(false), LIVE_FRAME_WAIT_MS);
+  if (video.requestVideoFrameCallback) callback = video.requestVideoFrameCallback(() => capture(true));
 }
 
-function liveCapture() {
+// presented: a new camera frame is there (not the timer's call), so a frame not sent now counts as skipped
+function liveCapture(presented) {
   const ws = live.ws;
   if (!ws || ws.readyState !== WebSocket.OPEN) return;
   const video = $("live-camera");
   if (live.sent.size >= live.stats.inFlight || !video.videoWidth) {
-    live.stats.skipped += video.videoWidth ? 1 : 0;
+    live.stats.skipped += presented && video.videoWidth ? 1 : 0;
     liveNextFrame();
     return;
   }
@@ -142,6 +156,8 @@ function liveCapture() {
       const header = new DataView(new ArrayBuffer(4));
       header.setUint32(0, seq);
       ws.send(new Blob([header.buffer, blob]));
+    } else {
+      live.sent.delete(seq); // never sent, so never answered: it must not hold a place in flight
     }
   }, "image/jpeg", LIVE_QUALITY);
   liveNextFrame();
