@@ -37,6 +37,7 @@ from facefuse.pipeline import Fuser
 from facefuse.stages.base import Stage
 from facefuse.stages.record import Record
 from facefuse.video import VideoOptions, VideoProgress, fuse_video, tracking
+from facefuse.video.smoothing import OneEuroFilter
 from facefuse_eval.fusion import IdentityJudge
 
 SOURCE = FACES / "face_recognition" / "biden.jpg"
@@ -54,12 +55,15 @@ OWN_PHOTO = {"720p": FACES / "face_recognition" / "obama-720p.jpg",
              "1080p": FACES / "face_recognition" / "obama-1080p.jpg"}  # what portrait_clip films
 
 
+PORTRAIT_FPS = 30
+
+
 def portrait_clip(path: Path, size: tuple[int, int], frames: int) -> None:
     """A slow hand-held-like move over a portrait: pan, zoom and a little sway; one face the whole time."""
     photo = load(OWN_PHOTO["1080p"] if size[1] > 720 else OWN_PHOTO["720p"])
     face = OBAMA_720P if size[1] <= 720 else tuple(v * 1.5 for v in OBAMA_720P)
     write_clip(path, [camera(photo, size, i / max(1, frames - 1), face, pan=0.1, zoom=0.15,
-                             turn=3 * np.sin(i / 7)) for i in range(frames)], fps=30)
+                             turn=3 * np.sin(i / 7)) for i in range(frames)], fps=PORTRAIT_FPS)
 
 
 VARIANT_TITLES = {"stream_weights": "The segmenter's running average in video, weight by weight",
@@ -96,6 +100,20 @@ def speed_rows(fuser: Fuser, clips: dict[str, Path], runs: int, workdir: Path) -
     return lines
 
 
+def moving_average(series: list[np.ndarray], frames: int) -> np.ndarray:
+    """The centred ``frames``-frame moving average of a series of (N, 2) point sets, where it is defined."""
+    kernel, half = np.ones(frames) / frames, frames // 2
+    return np.apply_along_axis(lambda v: np.convolve(v, kernel, mode="same"), 0, np.stack(series))[half:-half]
+
+
+def jitter(series: list[np.ndarray | None]) -> float:
+    """Frame-to-frame motion minus the smooth part (a 5-frame moving average), so camera moves do not count."""
+    valid = [s for s in series if s is not None]
+    if len(valid) < 6:
+        return float("nan")
+    return float(np.linalg.norm(np.stack(valid)[2:-2] - moving_average(valid, 5), axis=-1).mean())
+
+
 def stability(fuser: Fuser, target: list[np.ndarray], output: list[np.ndarray]) -> dict[str, float]:
     """Landmark motion and face-colour change per frame, output minus target (per-frame detection on both)."""
     def track(frames: list[np.ndarray]) -> tuple[list[np.ndarray | None], list[np.ndarray | None]]:
@@ -121,16 +139,6 @@ def stability(fuser: Fuser, target: list[np.ndarray], output: list[np.ndarray]) 
             if a is not None and b is not None:
                 out.append(float(np.linalg.norm(b - a, axis=-1).mean()) if per_point else float(np.linalg.norm(b - a)))
         return out
-
-    # jitter: frame-to-frame motion minus the smooth part (a 5-frame moving average), so camera moves do not count
-    def jitter(series: list[np.ndarray | None]) -> float:
-        valid = [s for s in series if s is not None]
-        if len(valid) < 6:
-            return float("nan")
-        stack = np.stack(valid)
-        kernel = np.ones(5) / 5
-        smooth = np.apply_along_axis(lambda v: np.convolve(v, kernel, mode="same"), 0, stack)[2:-2]
-        return float(np.linalg.norm(stack[2:-2] - smooth, axis=-1).mean())
 
     t_mesh, t_col = track(target)
     o_mesh, o_col = track(output)
@@ -240,6 +248,36 @@ def self_swap_rows(fuser: Fuser, clips: dict[str, Path]) -> list[str]:
                 lines.append(f"| {name} portrait | {'on' if smoothing else 'off'} | " + " | ".join(
                     f"{s[k + '_output'] - s[k + '_target']:+.3f} ({s[k + '_target']:.3f})"
                     for k in ("motion", "jitter", "flicker")) + " |")
+    return [*lines, ""]
+
+
+def followed_mesh_rows(fuser: Fuser, clips: dict[str, Path]) -> list[str]:
+    """The tracker's followed meshes themselves, before any rendering, on the portrait clips."""
+    options = VideoOptions()
+    lines = [("Followed meshes: the landmarks the tracker hands the render, on the portrait clips (a still photo "
+              "panned, zoomed and rolled: the head only moves rigidly). Jitter as above; lag: their mean distance "
+              "from the centred 9-frame average of the unsmoothed meshes (the head's path without FaceMesh's own "
+              "noise). Smoothing: none; the One-Euro filter on the points themselves (until the eighteenth stop); "
+              "the shipped filter on the shape in the head's frame, the head's rigid motion as measured "
+              "(`facefuse.video.smoothing.MeshSmoother`). A filter that lags draws the new face off the head."), "",
+             "| clip | smoothing | jitter (px) | lag (px) |", "|---|---|---|---|"]
+    for name, clip in clips.items():
+        frames = rgb_frames(clip)
+
+        def followed(smoothing: bool) -> list[np.ndarray]:
+            tracker = tracking.FaceTracker(fuser.analyzer, VideoOptions(smoothing=smoothing), fuser.gate, False,
+                                           "largest")
+            return [tracker.step(frame, i / PORTRAIT_FPS)[0].face.landmarks[:, :2] for i, frame in enumerate(frames)]
+
+        raw = followed(False)
+        points = OneEuroFilter(options.landmark_min_cutoff,
+                               options.landmark_beta / max(float(tracking.mesh_box(raw[0])[2]), 1.0))
+        path = moving_average(raw, 9)
+        for label, series in (("none", raw), ("One-Euro on the points", [points(m, i / PORTRAIT_FPS)
+                                                                          for i, m in enumerate(raw)]),
+                              ("shape only (shipped)", followed(True))):
+            lag = float(np.linalg.norm(np.stack(series)[4:-4] - path, axis=-1).mean())
+            lines.append(f"| {name} portrait | {label} | {jitter(series):.3f} | {lag:.3f} |")
     return [*lines, ""]
 
 
@@ -367,6 +405,7 @@ def main() -> None:
                              f"{result.frames_fused}/{result.frames} |")
         lines += ["", "Goal: the output moves and flickers no more than the target (differences ≤ 0).", ""]
         lines += self_swap_rows(fuser, clips)
+        lines += followed_mesh_rows(fuser, clips)
 
         result = fuse_video(SOURCE, HAMILTON, work / "hamilton.mp4", fuser=fuser)
         same_audio = audio_packets(work / "hamilton.mp4") == audio_packets(HAMILTON)

@@ -36,7 +36,7 @@ from ..geometry.regions import FACE_OVAL, IDENTITY_POINTS
 from ..stages.gate import Gate
 from .options import VideoOptions
 from .reid import PersonAppearance
-from .smoothing import OneEuroFilter
+from .smoothing import MeshSmoother
 
 PRESENCE_MIN = 0.5  # FaceMesh face-presence below this: the face was lost
 IOU_MATCH = 0.3  # a detection and a followed face overlapping this much are the same face
@@ -133,7 +133,7 @@ class Track:
     id: int
     mesh: np.ndarray  # the latest raw mesh (the next frame's region comes from it)
     signature: Signature
-    smoother: OneEuroFilter | None
+    smoother: MeshSmoother | None
     active: bool = True
     unconfirmed: int = 0  # detection rounds in a row that did not see this face
     shot: int = 0  # the scene (count of cuts before it) the face was last seen in
@@ -345,8 +345,8 @@ class FaceTracker:
         # person whatever its signature says; otherwise the signature decides
         candidates = [t for t in self.tracks if not t.active and (
             t.signature.matches(sig) or (t.shot == self.scene_cuts and iou(face.box, mesh_box(t.mesh)) >= IOU_MATCH))]
-        smoother = OneEuroFilter(self.options.landmark_min_cutoff,
-                                 self.options.landmark_beta / max(float(face.box[2]), 1.0)) \
+        smoother = MeshSmoother(self.options.landmark_min_cutoff,
+                                self.options.landmark_beta / max(float(face.box[2]), 1.0)) \
             if self.options.smoothing else None
         if candidates:
             track = min(candidates, key=lambda t: t.signature.geometry_distance(sig))
