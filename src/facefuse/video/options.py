@@ -32,14 +32,15 @@ class VideoOptions(Options):
     # but the real clip's fused output then jitters and flickers more against its input (still under the input's)
     preset: Literal["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow"] = option(
         "veryfast", "Preset", "x264/x265 speed preset (slower: smaller file at the same quality)")
-    smoothing: bool = option(True, "Temporal smoothing", "One-Euro filtering of the landmarks' shape (the "
-                             "head's movement as measured) and a running average of the colour correction, so the "
-                             "face neither jitters nor flickers")
+    smoothing: bool = option(True, "Temporal smoothing", "One-Euro filtering of the landmarks' shape, a "
+                             "constant-velocity filter on the head's movement and a running average of the colour "
+                             "correction, so the face neither jitters nor flickers")
     landmark_min_cutoff: float = option(1.0, "Landmark cut-off", "Hz: One-Euro cut-off for a face whose shape "
                                         "is still (lower: steadier, more lag)", gt=0, le=30)
     landmark_beta: float = option(20.0, "Landmark speed response", "how fast the One-Euro cut-off rises as the "
                                   "shape changes (per face width per second): a turning or speaking face's shape lags "
-                                  "at most its width / (2π × this); the head's movement never lags", ge=0, le=1000)
+                                  "at most its width / (2π × this); the head's movement has its own filter, which "
+                                  "does not lag a steady movement", ge=0, le=1000)
     colour_weight: float = option(0.15, "Colour averaging weight", "0–1: weight of each frame in the running "
                                   "average of the colour correction (1 = no averaging)", gt=0, le=1)
     scene_cut: float = option(0.3, "Scene-cut threshold", "histogram (Bhattacharyya) distance between neighbouring "
