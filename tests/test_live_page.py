@@ -4,9 +4,11 @@ test time), against a real server on loopback with an API key and one live sessi
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from browser import camera_browser, make_fake_camera
@@ -115,6 +117,39 @@ def test_live_camera_shows_fused_frames_with_rate_and_latency(camera, server, fa
     finally:
         if other is not None:
             other.close()
+        context.close()
+
+
+def wait_for_a_free_session(server) -> None:
+    """The previous test's session is released when the server sees its socket close, a moment after the page's
+    Stop: wait until ``GET /v1/live`` says a session may start (the module's server allows one)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        answer = httpx.get(server.url + "/v1/live", headers={"Authorization": f"Bearer {KEY}"})
+        if answer.status_code == 200 and answer.json()["sessions"] < answer.json()["max_sessions"]:
+            return
+        time.sleep(0.2)
+    pytest.fail("the live session of the test before was never released", pytrace=False)
+
+
+def test_frames_keep_coming_when_the_browser_presents_no_video_frame(camera, server, faces_dir: Path):
+    """A browser may stop presenting a video it considers out of sight, and then never calls
+    requestVideoFrameCallback: the page's timer sends the frame it has instead (a page that waited for the callback
+    alone stalled with nothing shown). Here the callback is taken away before the session starts."""
+    wait_for_a_free_session(server)
+    context, page, problems = live_page(camera, server)
+    try:
+        page.evaluate("""() => {
+            HTMLVideoElement.prototype.requestVideoFrameCallback = function () { return 1; };
+            HTMLVideoElement.prototype.cancelVideoFrameCallback = function () {};
+        }""")
+        page.set_input_files("#source-file", str(faces_dir / "face_recognition" / "obama.jpg"))
+        page.locator("#live-start").click()
+        wait_for_frames(page, "s.shown >= 10", problems)
+        assert page.evaluate("() => window.facefuseLive.skipped") == 0  # a timer's call is no camera frame skipped
+        page.locator("#live-stop").click()
+        assert problems == []
+    finally:
         context.close()
 
 
