@@ -27,7 +27,7 @@ from common import FACES, REPO, SHARED, machine, median, replaced, write_section
 sys.path.insert(0, str(REPO / "tests"))
 import itertools
 
-from video_clips import OBAMA_720P, audio_packets, camera, load, write_clip
+from video_clips import OBAMA_720P, audio_packets, camera_matrix, load, write_clip
 
 from facefuse.allocator import keep_freed_memory, release_freed_memory
 from facefuse.fusion import eyes, occlusion
@@ -39,6 +39,7 @@ from facefuse.stages.record import Record
 from facefuse.video import VideoOptions, VideoProgress, fuse_video, tracking
 from facefuse.video.smoothing import OneEuroFilter
 from facefuse_eval.fusion import IdentityJudge
+from facefuse_eval.motion import RegisteredMotion, registered_motion
 
 SOURCE = FACES / "face_recognition" / "biden.jpg"
 HAMILTON = SHARED / "video" / "short_hamilton_clip.mp4"
@@ -58,12 +59,33 @@ OWN_PHOTO = {"720p": FACES / "face_recognition" / "obama-720p.jpg",
 PORTRAIT_FPS = 30
 
 
-def portrait_clip(path: Path, size: tuple[int, int], frames: int) -> None:
-    """A slow hand-held-like move over a portrait: pan, zoom and a little sway; one face the whole time."""
-    photo = load(OWN_PHOTO["1080p"] if size[1] > 720 else OWN_PHOTO["720p"])
-    face = OBAMA_720P if size[1] <= 720 else tuple(v * 1.5 for v in OBAMA_720P)
-    write_clip(path, [camera(photo, size, i / max(1, frames - 1), face, pan=0.1, zoom=0.15,
-                             turn=3 * np.sin(i / 7)) for i in range(frames)], fps=PORTRAIT_FPS)
+def portrait_face(size: tuple[int, int]) -> tuple[float, float, float]:
+    """The portrait's face (cx, cy, side) in the photo a clip of ``size`` is made from."""
+    return OBAMA_720P if size[1] <= 720 else tuple(v * 1.5 for v in OBAMA_720P)
+
+
+def portrait_photo(size: tuple[int, int]) -> Path:
+    return OWN_PHOTO["1080p"] if size[1] > 720 else OWN_PHOTO["720p"]
+
+
+def portrait_path(size: tuple[int, int], frames: int) -> list[np.ndarray]:
+    """The camera's photo → frame matrix of each frame of :func:`portrait_clip`: a slow hand-held-like move over a
+    portrait (pan, zoom and a little sway)."""
+    return [camera_matrix(size, i / max(1, frames - 1), portrait_face(size), pan=0.1, zoom=0.15,
+                          turn=3 * np.sin(i / 7)) for i in range(frames)]
+
+
+def panned(photo: np.ndarray, size: tuple[int, int], frames: int) -> list[np.ndarray]:
+    """``photo`` filmed along :func:`portrait_path`."""
+    return [cv2.warpAffine(photo, matrix, size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+            for matrix in portrait_path(size, frames)]
+
+
+def portrait_clip(path: Path, size: tuple[int, int], frames: int, photo: np.ndarray | None = None) -> None:
+    """The portrait photo (or ``photo``, a picture of the same size) filmed along :func:`portrait_path`; one face
+    the whole time."""
+    picture = load(portrait_photo(size)) if photo is None else photo
+    write_clip(path, panned(picture, size, frames), fps=PORTRAIT_FPS)
 
 
 VARIANT_TITLES = {"stream_weights": "The segmenter's running average in video, weight by weight",
@@ -230,24 +252,83 @@ def memory(fuser: Fuser, clip: Path, workdir: Path) -> tuple[float, float, int, 
     return early, samples[-1][1], result.frames, rss_mb()
 
 
-def self_swap_rows(fuser: Fuser, clips: dict[str, Path]) -> list[str]:
+PORTRAIT_SIZES = {"720p": (1280, 720), "1080p": (1920, 1080)}
+
+
+def self_swap_rows(fuser: Fuser, clips: dict[str, Path], frames: int) -> list[str]:
     """The portrait clips fused with the photo they were made from as the source: the face cannot look different,
     so what the stability columns show is the fused face moving against its frame (tracking and smoothing) — which
-    a cross-person row can hide when the judge's landmarks on the new face happen to be steadier."""
+    a cross-person row can hide when the judge's landmarks on the new face happen to be steadier. Then the same
+    outputs (and a cross-person one) judged by image registration (:mod:`facefuse_eval.motion`), and what the
+    landmark judge reads on faces that do not move at all."""
     lines = ["Self-swap: the portrait clips with the photo they were made from as the source (no identity column: "
              "it is the same person).", "", "| clip | smoothing | motion | jitter | flicker |", "|---|---|---|---|---|"]
+    registered = [("Registered motion (`facefuse_eval.motion`): the camera's known move undone frame by frame, dense "
+                   "optical flow (DIS) from the clip's median frame inside an ellipse over the face; jitter: each "
+                   "pixel's displacement from its 5-frame moving average, drift: its displacement from the median "
+                   "frame, both in frame pixels at the clip's start; flicker: the frame-to-frame change of the "
+                   "ellipse's mean Lab colour (as above, on the same pixels of the face in every frame). Output − "
+                   "input, the input clip's own figure (what encoding and resampling leave) in brackets. A judge "
+                   "that FaceMesh's reading noise does not enter."), "",
+                  "| clip | source | smoothing | jitter (px) | drift (px) | flicker |", "|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as folder:
         for name, clip in clips.items():
-            own = OWN_PHOTO[name]
             target = rgb_frames(clip)
-            for smoothing in (True, False):
+            floor = portrait_motion(target, PORTRAIT_SIZES[name])
+            for source, smoothing in ((OWN_PHOTO[name], True), (OWN_PHOTO[name], False), (SOURCE, True)):
                 out = Path(folder) / "self.mp4"
-                fuse_video(own, clip, out, FusionOptions(visible_label=False), VideoOptions(smoothing=smoothing),
+                fuse_video(source, clip, out, FusionOptions(visible_label=False), VideoOptions(smoothing=smoothing),
                            fuser=fuser)
-                s = stability(fuser, target, rgb_frames(out))
+                output = rgb_frames(out)
+                moved = portrait_motion(output, PORTRAIT_SIZES[name])
+                registered.append(f"| {name} portrait | {'its own photo' if source != SOURCE else source.name} | "
+                                  f"{'on' if smoothing else 'off'} | {moved.jitter - floor.jitter:+.3f} "
+                                  f"({floor.jitter:.3f}) | {moved.drift - floor.drift:+.3f} ({floor.drift:.3f}) | "
+                                  f"{moved.flicker - floor.flicker:+.3f} ({floor.flicker:.3f}) |")
+                if source == SOURCE:
+                    continue
+                s = stability(fuser, target, output)
                 lines.append(f"| {name} portrait | {'on' if smoothing else 'off'} | " + " | ".join(
                     f"{s[k + '_output'] - s[k + '_target']:+.3f} ({s[k + '_target']:.3f})"
                     for k in ("motion", "jitter", "flicker")) + " |")
+    return [*lines, "", *registered, "", *judge_floor_rows(fuser, clips, frames)]
+
+
+def portrait_motion(frames: list[np.ndarray], size: tuple[int, int]) -> RegisteredMotion:
+    """The face's own motion in a portrait clip's frames (its camera path undone), in frame pixels at its start."""
+    cx, cy, side = portrait_face(size)
+    box = (cx - 0.75 * side, cy - 0.9 * side, 1.5 * side, 1.7 * side)  # the face, chin to hairline
+    scale = size[1] * 0.4 / side  # the camera's scale at the clip's start (tests/video_clips.camera_matrix)
+    return registered_motion(frames, portrait_path(size, len(frames)), box, scale)
+
+
+def judge_floor_rows(fuser: Fuser, clips: dict[str, Path], frames: int) -> list[str]:
+    """The landmark judge on pictures that do not move: each filmed along its portrait clip's exact camera path, so
+    any jitter it reads over the clip's is its own reading noise on that picture, not movement."""
+    lines = [("The landmark judge's floor: pictures filmed along each portrait clip's own camera path (nothing in "
+              "them moves but the camera), judged exactly as the fused clips above against the clip itself. What "
+              "it reads over the clip is FaceMesh's reading noise on that picture, which no smoothing can remove."),
+             "", "| clip | picture filmed | motion | jitter | flicker |", "|---|---|---|---|---|"]
+    with tempfile.TemporaryDirectory() as folder:
+        for name, clip in clips.items():
+            size = PORTRAIT_SIZES[name]
+            photo = load(portrait_photo(size))
+            own = portrait_photo(size).read_bytes()
+            pictures = {
+                "the photo resampled half a pixel off (bicubic)": cv2.warpAffine(
+                    photo, np.float32([[1, 0, 0.5], [0, 1, 0.5]]), photo.shape[1::-1], flags=cv2.INTER_CUBIC,
+                    borderMode=cv2.BORDER_REPLICATE),
+                "the photo fused with itself (a still), default options": np.asarray(
+                    fuser.fuse(own, own, FusionOptions(visible_label=False)).image),
+                "the photo fused with itself, feature degree 100": np.asarray(
+                    fuser.fuse(own, own, FusionOptions(visible_label=False, feature_degree=100)).image)}
+            target = rgb_frames(clip)
+            for label, picture in pictures.items():
+                out = Path(folder) / "still.mp4"
+                portrait_clip(out, size, frames, picture)
+                s = stability(fuser, target, rgb_frames(out))
+                lines.append(f"| {name} portrait | {label} | " + " | ".join(
+                    f"{s[k + '_output'] - s[k + '_target']:+.3f}" for k in ("motion", "jitter", "flicker")) + " |")
     return [*lines, ""]
 
 
@@ -342,7 +423,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
         clips, steady = {}, {}
-        for name, size in (("720p", (1280, 720)), ("1080p", (1920, 1080))):
+        for name, size in PORTRAIT_SIZES.items():
             clips[name], steady[name] = work / f"{name}.mp4", work / f"{name}-steady.mp4"
             portrait_clip(clips[name], size, frames)
             portrait_clip(steady[name], size, steady_frames)
@@ -412,7 +493,7 @@ def main() -> None:
                              f" | {found.cosine:.3f} | {found.closer:.0%} of {found.judged} ({found.fused} fused) | "
                              f"{result.frames_fused}/{result.frames} |")
         lines += ["", "Goal: the output moves and flickers no more than the target (differences ≤ 0).", ""]
-        lines += self_swap_rows(fuser, steady)
+        lines += self_swap_rows(fuser, steady, steady_frames)
         lines += followed_mesh_rows(fuser, steady)
 
         result = fuse_video(SOURCE, HAMILTON, work / "hamilton.mp4", fuser=fuser)

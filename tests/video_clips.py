@@ -23,17 +23,25 @@ def load(path: Path) -> np.ndarray:
     return np.asarray(Image.open(path).convert("RGB"))
 
 
-def camera(photo: np.ndarray, size: tuple[int, int], t: float, face: tuple[float, float, float], *,
-           pan: float = 0.0, zoom: float = 0.0, turn: float = 0.0, face_height: float = 0.4) -> np.ndarray:
-    """One frame of a virtual camera over ``photo`` at time ``t`` ∈ [0, 1], centred on ``face`` (cx, cy, side in
-    photo pixels) so the face fills ``face_height`` of the frame; while ``t`` goes from 0 to 1 the camera pans by
-    ``pan`` (fraction of the frame width), zooms in by ``zoom`` (relative) and turns by ``turn`` degrees."""
+def camera_matrix(size: tuple[int, int], t: float, face: tuple[float, float, float], *, pan: float = 0.0,
+                  zoom: float = 0.0, turn: float = 0.0, face_height: float = 0.4) -> np.ndarray:
+    """The 2×3 photo → frame matrix of a virtual camera at time ``t`` ∈ [0, 1], centred on ``face`` (cx, cy, side
+    in photo pixels) so the face fills ``face_height`` of the frame; while ``t`` goes from 0 to 1 the camera pans by
+    ``pan`` (fraction of the frame width), zooms in by ``zoom`` (relative) and turns by ``turn`` degrees. Known
+    exactly, so a benchmark can undo the camera's move (``facefuse_eval.motion``)."""
     width, height = size
     cx, cy, side = face
     scale = height * face_height / side * (1 + zoom * t)
     matrix = cv2.getRotationMatrix2D((cx, cy), turn * t, scale)
     matrix[:, 2] += (width / 2 - cx + pan * width * (t - 0.5), height / 2 - cy)
-    return cv2.warpAffine(photo, matrix, (width, height), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    return matrix
+
+
+def camera(photo: np.ndarray, size: tuple[int, int], t: float, face: tuple[float, float, float], *,
+           pan: float = 0.0, zoom: float = 0.0, turn: float = 0.0, face_height: float = 0.4) -> np.ndarray:
+    """One frame of the virtual camera of :func:`camera_matrix` over ``photo``."""
+    matrix = camera_matrix(size, t, face, pan=pan, zoom=zoom, turn=turn, face_height=face_height)
+    return cv2.warpAffine(photo, matrix, size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
 
 
 def blank(size: tuple[int, int], shade: int = 90) -> np.ndarray:
