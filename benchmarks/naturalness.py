@@ -28,7 +28,7 @@ from facefuse.errors import FacefuseError
 from facefuse.fusion.engine import FusionOptions
 from facefuse_eval.fusion import IdentityJudge
 from facefuse.geometry.regions import FACE_OVAL, LEFT_BROW, RIGHT_BROW
-from facefuse.pipeline import Fuser
+from facefuse.pipeline import MAX_SOURCE_PHOTOS, Fuser
 from facefuse_eval.lighting import lighting_error
 from facefuse_eval.pose_judge import DlibIdentityJudge, PoseJudge, solve_pose
 from facefuse_eval.skin import (SMEAR_DELTA_E, SMEAR_SIGMA, bare_skin_zone, colour_detail_ratio, face_width,
@@ -160,7 +160,7 @@ class Bench:
         analysis = self.fuser.analyze(photo)
         return analysis, max(analysis.faces, key=lambda f: f.area)
 
-    def fuse(self, source: Path, target: Path, options: FusionOptions, tally: Tally,
+    def fuse(self, source: Path | list[Path], target: Path, options: FusionOptions, tally: Tally,
              gallery: Gallery | None = None, source_name: str = ""):
         try:
             result = self.fuser.fuse(source, target, options)
@@ -280,7 +280,7 @@ def lighting_rows(bench: Bench, sets: dict[str, PhotoSet], modes: list[str], peo
             people = photo_set.people
             names = list(people)
             gallery = Gallery(bench, {n: people[n][-1] for n in names})
-            own, itself, hard_sources = Tally(), Tally(), Tally()
+            own, itself, hard_sources, several = Tally(), Tally(), Tally(), Tally()
             # cross pairs and the hard photos as targets, each by the target's |yaw| ≥ TURNED_YAW
             cross_by_yaw, hard_by_yaw = {False: Tally(), True: Tally()}, {False: Tally(), True: Tally()}
             for person, photos in list(people.items())[:people_per_set or None]:
@@ -290,6 +290,9 @@ def lighting_rows(bench: Bench, sets: dict[str, PhotoSet], modes: list[str], peo
                     if other != person:
                         bench.fuse(people[other][0], photos[0], options, cross_by_yaw[turned(bench, photos[0])],
                                    gallery, other)
+                        # the same pair given every photo of the source person but the judge's reference (at
+                        # most MAX_SOURCE_PHOTOS): each face fused from the one turned most like it
+                        bench.fuse(source_photos(people[other]), photos[0], options, several, gallery, other)
                 bench.fuse(photos[0], photos[0], options, itself)
             for index, single in enumerate(photo_set.singles):
                 name = names[index % len(names)]
@@ -299,7 +302,8 @@ def lighting_rows(bench: Bench, sets: dict[str, PhotoSet], modes: list[str], peo
             cross, hard = Tally.merged(cross_by_yaw.values()), Tally.merged(hard_by_yaw.values())
             done = [own.row(f"{set_name}, self-swap, segmentation={mode}"),
                     cross.row(f"{set_name}, cross-person, segmentation={mode}"),
-                    *yaw_split_rows(cross_by_yaw, f"{set_name}, cross-person", mode)]
+                    *yaw_split_rows(cross_by_yaw, f"{set_name}, cross-person", mode),
+                    several.row(f"{set_name}, cross-person, several source photos, segmentation={mode}")]
             if photo_set.singles:
                 done += [hard.row(f"{set_name}, hard photos as targets, segmentation={mode}"),
                          *yaw_split_rows(hard_by_yaw, f"{set_name}, hard photos as targets", mode),
@@ -311,6 +315,12 @@ def lighting_rows(bench: Bench, sets: dict[str, PhotoSet], modes: list[str], peo
                 worst_sheets(bench, f"{tag}{set_name}",
                              own.cases + cross.cases + hard.cases + hard_sources.cases + itself.cases)
     return rows
+
+
+def source_photos(photos: list[Path]) -> list[Path]:
+    """A person's photos that a several-sources fusion is given: all but the last (the judge's reference), at most
+    MAX_SOURCE_PHOTOS; a person with two photos gives the first alone."""
+    return photos[:max(1, len(photos) - 1)][:MAX_SOURCE_PHOTOS]
 
 
 def turned(bench: Bench, target: Path) -> bool:

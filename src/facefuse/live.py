@@ -73,7 +73,8 @@ class LiveSession:
         # the visible mark goes on every live frame, fused or not, whatever the options say
         self.options = (options or live_options()).model_copy(update={"visible_label": True})
         self.video = video or VideoOptions(every_n=LIVE_DETECT_EVERY)
-        self.prepared = source if isinstance(source, PreparedSource) else fuser.prepare(source, self.options)
+        prepared = source if isinstance(source, PreparedSource) else fuser.prepare(source, self.options)
+        self.prepared = prepared.alone("a live stream")
         # one worker: never more than one detection round in flight per session; ``detect_aside=False`` runs the
         # rounds in the frame, as a video does (benchmarks/live_frames.py compares the two)
         self._rounds = ThreadPoolExecutor(1, thread_name_prefix="facefuse-live-detect")

@@ -23,7 +23,7 @@ from .analysis.segmentation import SEGMENTER_MODEL, FaceSegmenter
 from .analysis.select import parse_face_choice
 from .analysis.types import Face, ImageAnalysis
 from .config import AnalysisConfig, RuntimeConfig, StoreConfig
-from .errors import FacefuseError
+from .errors import ErrorCode, FacefuseError
 from .fusion.engine import FusionEngine, FusionOptions
 from .fusion.swappers import SwapperFiles
 from .imageio import ImageInput, encode_image
@@ -34,8 +34,12 @@ from .stages import ANALYSIS, SOURCE, Models, Pipeline, PreparedSource, Record, 
 from .stages.encode import EncodeOptions, Encoding
 from .stages.gate import Gate
 
-__all__ = ["EncodeOptions", "Encoding", "Fuser", "FuserConfig", "FusionResult", "LoadOnce", "PreparedSource",
-           "TargetFace"]
+__all__ = ["MAX_SOURCE_PHOTOS", "EncodeOptions", "Encoding", "Fuser", "FuserConfig", "FusionResult", "LoadOnce",
+           "PreparedSource", "TargetFace"]
+
+
+SourceInput = ImageInput | ImageAnalysis
+MAX_SOURCE_PHOTOS = 5  # photos of one source person a fusion takes (each costs a source's preparation, ~25 ms)
 
 
 @dataclass(frozen=True)
@@ -177,14 +181,38 @@ class Fuser:
         return found
 
     # --- fusion --------------------------------------------------------------------------------------------------
-    def prepare(self, source: ImageInput | ImageAnalysis, options: FusionOptions,
+    def prepare(self, source: SourceInput | Sequence[SourceInput], options: FusionOptions,
                 parse_aside: bool = False) -> PreparedSource:
         """The source's slice of the list, done once: a batch reuses it for every target, a video for every frame.
+
+        ``source`` may be several photos of one person (a list or tuple of at most :data:`MAX_SOURCE_PHOTOS`):
+        each is prepared, and each target face is fused from the one whose face is turned most like it
+        (:meth:`PreparedSource.nearest`); a photo that fails is reported with its place in the list.
 
         ``parse_aside``: its last stage (segment: the source face parsed in its own photo) runs on a thread of its
         own, and the prepared source is returned before it ends (:meth:`PreparedSource.source_parsing` waits for
         it). A photo fusion's target needs the parsing only after its face is rendered (~15 ms at 720p), so the
         parse (~6 ms) leaves the path the fusion waits on."""
+        if not isinstance(source, (list, tuple)):
+            return self._prepare_one(source, options, parse_aside)
+        if not 1 <= len(source) <= MAX_SOURCE_PHOTOS:
+            raise FacefuseError(ErrorCode.INVALID_OPTION,
+                                f"{len(source)} source photos given; 1 to {MAX_SOURCE_PHOTOS} are accepted",
+                                "give the photos of the one person that show the face best",
+                                {"source_photos": len(source)})
+        photos = []
+        for index, photo in enumerate(source):
+            try:
+                photos.append(self._prepare_one(photo, options, parse_aside))
+            except FacefuseError as exc:
+                if len(source) == 1:
+                    raise
+                raise FacefuseError(exc.code, f"source photo {index + 1} of {len(source)}: {exc.message}", exc.hint,
+                                    {**exc.details, "source_photo": index}) from exc
+        return replace(photos[0], others=tuple(photos[1:]))
+
+    def _prepare_one(self, source: SourceInput, options: FusionOptions, parse_aside: bool) -> PreparedSource:
+        """One source photo through the source's slice of the list (:meth:`prepare`)."""
         engine = self.engine(options.engine)  # resolved once; an unknown engine fails before any photo is decoded
         record = replace(_given(source, "source", options), engine=engine)
         aside = None
@@ -199,9 +227,10 @@ class Fuser:
         return PreparedSource(record.analysis, chosen.found, chosen.face, record.prepared, record.engine,
                               record.timings_ms, record.notes, record.parsing, aside)
 
-    def fuse(self, source: ImageInput, target: ImageInput, options: FusionOptions | None = None,
+    def fuse(self, source: ImageInput | Sequence[ImageInput], target: ImageInput, options: FusionOptions | None = None,
              encoding: Encoding | None = None) -> FusionResult:
-        """One fusion: the source's slice, then the target through the whole list (encoded when ``encoding``).
+        """One fusion: the source's slice, then the target through the whole list (encoded when ``encoding``);
+        ``source`` may be several photos of one person (:meth:`prepare`).
 
         The target's stages up to its faces' alignment (decode, detect, landmarks, gate, restore: ~40 % of a
         fusion whose photos are both new), then what its first face's later stages need of the target alone
@@ -267,11 +296,20 @@ def _result(source: PreparedSource, record: Record, order: Sequence[str]) -> Fus
     """The fusion's result; its timings name the source's stages, then the target's, each in the list's ``order``
     (work a photo fusion did ahead, :meth:`Pipeline.ahead`, is reported where its stage stands in the list)."""
     assert record.image is not None and record.analysis is not None
-    timings = {**{f"source_{k}": v for k, v in _in_order(source.timings_ms, order).items()},
+    photos = source.photos
+    prepared: dict[str, float] = {}  # every source photo's stages, summed
+    for photo in photos:
+        for stage, ms in photo.timings_ms.items():
+            prepared[stage] = prepared.get(stage, 0.0) + ms
+    timings = {**{f"source_{k}": v for k, v in _in_order(prepared, order).items()},
                **_in_order(record.timings_ms, order)}
     timings["total"] = sum(v for k, v in timings.items() if k != "encode")
     faces = [_face_report(t.found, record.analysis) for t in record.faces]
-    return FusionResult(record.image, faces, timings, [*source.warnings, *record.notes], record.encoded)
+    if source.others:  # which of the source photos each face was fused from
+        for report, target in zip(faces, record.faces):
+            report["source_photo"] = photos.index(source.nearest(target.face))
+    warnings = [*dict.fromkeys(w for photo in photos for w in photo.warnings), *record.notes]
+    return FusionResult(record.image, faces, timings, warnings, record.encoded)
 
 
 def _in_order(timings: Mapping[str, float], order: Sequence[str]) -> dict[str, float]:

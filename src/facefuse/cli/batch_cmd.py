@@ -19,7 +19,7 @@ from ..fusion.engine import FusionOptions
 from ..imageio import PHOTO_SUFFIXES, output_format
 from ..jobs import PhotoTask, fuse_photos
 from ..pipeline import EncodeOptions, Fuser
-from .fuse_cmd import add_swapper_flags, config_with_swapper
+from .fuse_cmd import add_source_flag, add_swapper_flags, config_with_swapper, sources_from_args
 from .options import add_fuser_options, add_model_flags, model_from_args
 
 
@@ -27,7 +27,7 @@ from .options import add_fuser_options, add_model_flags, model_from_args
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("batch", help="fuse a source face into many photos",
                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--source", required=True, help="photo giving the identity and face shape")
+    add_source_flag(parser)
     parser.add_argument("--targets", required=True, nargs="+",
                         help="photos, and folders whose photos (by extension, sorted, subfolders included) are used")
     parser.add_argument("--out-dir", required=True, type=Path, help="folder for the results (created if missing)")
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         bar.update()
 
     try:
-        fuse_photos(fuser, Path(args.source), tasks, args.out_dir, options, fmt, encoding.quality, on_item)
+        fuse_photos(fuser, sources_from_args(args), tasks, args.out_dir, options, fmt, encoding.quality, on_item)
     finally:
         bar.close()
     if args.json:

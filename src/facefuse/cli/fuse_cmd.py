@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from ..fusion.engine import FusionOptions
 from ..fusion.swappers import SwapperFiles
 from ..imageio import OUTPUTS, format_for_path, output_format
-from ..pipeline import EncodeOptions, Fuser, FuserConfig
+from ..pipeline import MAX_SOURCE_PHOTOS, EncodeOptions, Fuser, FuserConfig
 from .options import add_fuser_options, add_model_flags, fuser_config, model_from_args
 
 
@@ -29,7 +29,7 @@ def add_fusion_flags(parser: argparse.ArgumentParser, target_help: str, output_h
                      *models: tuple[type[BaseModel], str]) -> None:
     """The flags every fusing command has (shared with ``facefuse video``): inputs, output, ``--json``, every
     ``FusionOptions`` field, those of ``models``, the swapper files and the runtime."""
-    parser.add_argument("--source", required=True, help="photo giving the identity and face shape")
+    add_source_flag(parser)
     parser.add_argument("--target", required=True, help=target_help)
     parser.add_argument("--output", required=True, help=output_help)
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -38,6 +38,19 @@ def add_fusion_flags(parser: argparse.ArgumentParser, target_help: str, output_h
         add_model_flags(parser, model, title)
     add_swapper_flags(parser)
     add_fuser_options(parser)
+
+
+def add_source_flag(parser: argparse.ArgumentParser) -> None:
+    """``--source``, repeatable: several photos of the same person (shared with ``batch`` and ``video``)."""
+    parser.add_argument("--source", required=True, action="append", type=Path,
+                        help="photo giving the identity and face shape; repeat it (up to "
+                             f"{MAX_SOURCE_PHOTOS}) for photos of the same person turned different ways: each face "
+                             "is fused from the one turned most like it (a video or live stream takes one)")
+
+
+def sources_from_args(args: argparse.Namespace) -> Path | list[Path]:
+    """The ``--source`` photo, or the list when it was given several times (:meth:`Fuser.prepare`)."""
+    return args.source[0] if len(args.source) == 1 else list(args.source)
 
 
 def add_swapper_flags(parser: argparse.ArgumentParser) -> None:
@@ -60,12 +73,14 @@ def run(args: argparse.Namespace) -> int:
     options: FusionOptions = model_from_args(FusionOptions, args)
     encoding: EncodeOptions = model_from_args(EncodeOptions, args)
     fmt = output_format(encoding.output_format) if encoding.output_format else format_for_path(args.output)
-    result = Fuser(config_with_swapper(args)).fuse(Path(args.source), Path(args.target), options)
+    result = Fuser(config_with_swapper(args)).fuse(sources_from_args(args), Path(args.target), options)
     Path(args.output).write_bytes(result.encode(fmt, encoding.quality))
     if args.json:
         print(json.dumps({"output": args.output, **result.to_dict()}))
     else:
-        faces = ", ".join(f"face {f['index']} at {[round(v) for v in f['box']]}" for f in result.faces)
+        faces = ", ".join(f"face {f['index']} at {[round(v) for v in f['box']]}"
+                          + (f" from source photo {f['source_photo'] + 1}" if "source_photo" in f else "")
+                          for f in result.faces)
         print(f"wrote {args.output} ({faces}) in {result.timings_ms['total']:.0f} ms")
         for warning in result.warnings:
             print(f"warning: {warning}")

@@ -13,7 +13,7 @@ from ..fusion.engine import FusionOptions
 from ..pipeline import Fuser
 from ..runtime import size_opencv_pool
 from ..video import VideoOptions, VideoProgress
-from .fuse_cmd import add_fusion_flags, config_with_swapper
+from .fuse_cmd import add_fusion_flags, config_with_swapper, sources_from_args
 from .options import model_from_args
 
 
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         bar.update(report.frames_done - bar.n)
 
     try:
-        result = fuse_video(Path(args.source), Path(args.target), Path(args.output), options, video, fuser=fuser,
+        result = fuse_video(sources_from_args(args), Path(args.target), Path(args.output), options, video, fuser=fuser,
                             progress=progress, workdir=args.workdir)
     finally:
         for bar in bars:

@@ -12,7 +12,7 @@ import json
 import logging
 import threading
 import zipfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,10 +40,11 @@ def output_name(task: PhotoTask, fmt: str) -> str:
     return f"{task.index + 1:04d}-{stem}.{OUTPUT_BY_PIL[fmt].extension}"
 
 
-def fuse_photos(fuser: Fuser, source: ImageInput, tasks: Iterable[PhotoTask], out_dir: Path,
-                options: FusionOptions, fmt: str, quality: int, on_item: ItemDone,
+def fuse_photos(fuser: Fuser, source: ImageInput | Sequence[ImageInput], tasks: Iterable[PhotoTask],
+                out_dir: Path, options: FusionOptions, fmt: str, quality: int, on_item: ItemDone,
                 cancel: threading.Event | None = None) -> bool:
-    """Fuses ``source`` into each task's photo, writing ``out_dir/<output_name>``; false when cancelled.
+    """Fuses ``source`` (one photo, or several of one person: :meth:`Fuser.prepare`) into each task's photo, writing
+    ``out_dir/<output_name>``; false when cancelled.
 
     ``on_item(task, output_name | None, error | None)`` is called after each output is renamed into place.
     Errors about the source are raised (no item could succeed); errors about a target go to ``on_item``.

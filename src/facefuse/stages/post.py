@@ -40,7 +40,7 @@ class Post(Stage):
                                 "research only and this deployment sets allow_noncommercial_models=false")
         # the photo's own face, not the restored one: pre-restoration enlarges a 40–64 px source to ~100 px without
         # giving the render the detail a 100 px photo has, so the fused face is as soft as the small photo makes it
-        found = record.source.found.box
+        found = record.face_source.found.box
         source_px = float(max(found[2], found[3]))
         enhanced = enhance_fused(record.image, record.unblended, record.face.face, source_px, self.restorer.model(),
                                  self.config)

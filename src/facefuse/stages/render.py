@@ -38,7 +38,7 @@ class Render(Stage):
                                     lambda: engine.prepare_source(image, chosen.face).payload)
             return replace(record, engine=engine, prepared=SourceFace(chosen.face, payload))
         assert record.face is not None and record.aligned is not None and record.source is not None
-        source = record.source
+        source = record.face_source
         rendered = source.engine.render(source.prepared, record.aligned.crop, record.aligned.matrix,
                                         record.face.face, record.options, record.image, self.carry(record))
         return replace(record, rendered=rendered)

@@ -50,7 +50,7 @@ class Segment(Stage):
         carry = None if record.face is None else record.face.parsing
         assert record.face is not None and record.face.face.landmarks is not None
         target_points = align.apply(record.aligned.matrix, record.face.face.landmarks)[:, :2]
-        source = None if record.source is None else record.source.source_parsing()
+        source = None if record.source is None else record.face_source.source_parsing()
         done = record.target_parsing
         target_turn = self.target_turn(record, segmenter) if done is None else lambda compute: done
         return replace(record, masks=occlusion_masks(segmenter, record.rendered, record.aligned.crop,

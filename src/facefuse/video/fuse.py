@@ -18,7 +18,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -80,11 +80,13 @@ def fuse_workers() -> int:
     return max(1, min(MAX_FUSE_WORKERS, os.cpu_count() or 1))
 
 
-def fuse_video(source: ImageInput, target: str | Path, output: str | Path, options: FusionOptions | None = None,
+def fuse_video(source: ImageInput | Sequence[ImageInput], target: str | Path, output: str | Path,
+               options: FusionOptions | None = None,
                video: VideoOptions | None = None, *, fuser: Fuser | None = None,
                progress: Callable[[VideoProgress], None] | None = None, cancel: threading.Event | None = None,
                workdir: str | Path | None = None) -> VideoResult:
-    """Fuse ``source``'s face into every frame of the video ``target``, writing ``output`` (.mp4, .mov, .mkv).
+    """Fuse ``source``'s face into every frame of the video ``target``, writing ``output`` (.mp4, .mov, .mkv);
+    ``source`` is one photo (several are refused with ``INVALID_OPTION``: :meth:`PreparedSource.alone`).
 
     ``workdir`` makes the run resumable (segments and checkpoint live there; call again with the same folder to
     continue); without it a temporary folder is used and removed. Setting ``cancel`` stops the run at the next
@@ -97,7 +99,7 @@ def fuse_video(source: ImageInput, target: str | Path, output: str | Path, optio
     container_format(output)
     fuser = fuser or Fuser()
     info = probe(target)
-    prepared = fuser.prepare(source, options)
+    prepared = fuser.prepare(source, options).alone("a video")
     if workdir is not None:
         Path(workdir).mkdir(parents=True, exist_ok=True)
         return _Run(fuser, prepared, target, output, info, options, video, Path(workdir), progress, cancel).run()
