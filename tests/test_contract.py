@@ -190,7 +190,8 @@ def test_generated_client_fuses_two_photos_and_receives_typed_errors(server, gen
     types = importlib.import_module(f"{CLIENT_PACKAGE}.types")
 
     def form(source: Path, target: Path) -> object:
-        return models.FuseForm(source=types.File(payload=source.open("rb"), file_name=source.name),
+        # the source field repeats (several photos of one person): the client sends a list
+        return models.FuseForm(source=[types.File(payload=source.open("rb"), file_name=source.name)],
                                target=types.File(payload=target.open("rb"), file_name=target.name),
                                feature_degree=80.0, output_format=models.FuseFormFormat.PNG)
 
@@ -200,6 +201,7 @@ def test_generated_client_fuses_two_photos_and_receives_typed_errors(server, gen
         assert fused.format_ is models.FuseAnswerFormat.PNG and len(fused.faces) == 1
         assert isinstance(fused.faces[0], models.FusedFace) and fused.faces[0].index == 0
         assert len(fused.faces[0].box) == 4 and isinstance(fused.faces[0].pose, models.Pose)
+        assert fused.faces[0].source_photo == 0
         assert read_label(base64.b64decode(fused.image_base64))
 
         refused = fuse.sync_detailed(client=client, body=form(photos["source"], photos["no_face"]))

@@ -103,6 +103,25 @@ def test_fuse_answers_as_the_single_process_does(client: httpx.Client, local: Li
     assert [n for n in stages(ray_answer) if n not in cached] == [n for n in expected if n not in cached]
 
 
+def test_several_source_photos_answer_as_the_single_process_does(client: httpx.Client, local: LiveServer,
+                                                                   faces_dir: Path):
+    same = faces_dir / "hard" / "same-person"
+    sent = [("source", ("a.jpg", (same / "jay_chou/01_studio_tilted_warm.jpg").read_bytes())),
+            ("source", ("b.jpg", (same / "jay_chou/02_aligned_crop_frontal.jpg").read_bytes())),
+            ("target", ("t.jpg", (same / "yang_mi/01_selfie_indoor_ambient.jpg").read_bytes()))]
+    ray_answer = client.post("/v1/fuse", files=sent)
+    local_answer = httpx.post(local.url + "/v1/fuse", files=sent, headers=AUTH, timeout=60)
+    assert ray_answer.status_code == local_answer.status_code == 200, ray_answer.text[:300]
+    assert ray_answer.json()["faces"] == local_answer.json()["faces"]
+    assert ray_answer.json()["faces"][0]["source_photo"] == 1
+    # a photo without a face is named by its place whichever deployment refuses it
+    named = [sent[0], ("source", ("c.jpg", (faces_dir / "insightface/inspireface/bulk/view.jpg").read_bytes())),
+             sent[2]]
+    for answer in (client.post("/v1/fuse", files=named), httpx.post(local.url + "/v1/fuse", files=named,
+                                                                       headers=AUTH, timeout=60)):
+        assert answer.json()["error"]["details"]["source_photo"] == 1, answer.text[:300]
+
+
 def test_fuse_as_image_is_labelled(client: httpx.Client, photos):
     response = client.post("/v1/fuse", files=pair(photos), headers={"Accept": "image/png"})
     assert response.status_code == 200 and response.headers["content-type"] == "image/png"

@@ -1,17 +1,20 @@
-"""Several photos of one source person (Fuser.prepare with a list; `--source` repeated): each target face is fused
-from the photo turned most like it, the report says which, a bad photo is named by its place, and a stream takes
-one photo only."""
+"""Several photos of one source person (Fuser.prepare with a list; `--source` and the service's `source` field
+repeated): each target face is fused from the photo turned most like it, the report says which, a bad photo is
+named by its place, and a stream takes one photo only."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
+from serve_helpers import LiveServer, assert_error
 
 from facefuse.errors import ErrorCode, FacefuseError
 from facefuse.fusion.engine import FusionOptions
@@ -38,7 +41,7 @@ def test_each_face_is_fused_from_the_photo_turned_most_like_it(fuser, photos):
     # every stage took that photo (render, the source's parsing, post): the same pixels as that photo alone
     alone = fuser.fuse(photos["frontal"], photos["looking_down"], OPTIONS)
     assert np.array_equal(onto_looking_down.image, alone.image)
-    assert "source_photo" not in alone.faces[0]
+    assert alone.faces[0]["source_photo"] == 0
     # the tilted photo onto itself is its own nearest, whatever order the photos come in
     onto_itself = fuser.fuse([photos["frontal"], photos["tilted"]], photos["tilted"], OPTIONS)
     assert onto_itself.faces[0]["source_photo"] == 1
@@ -48,7 +51,7 @@ def test_each_face_is_fused_from_the_photo_turned_most_like_it(fuser, photos):
 def test_a_list_of_one_photo_is_that_photo(fuser, photos):
     listed = fuser.fuse([photos["frontal"]], photos["looking_down"], OPTIONS)
     assert np.array_equal(listed.image, fuser.fuse(photos["frontal"], photos["looking_down"], OPTIONS).image)
-    assert "source_photo" not in listed.faces[0]
+    assert listed.faces[0]["source_photo"] == 0
 
 
 def test_a_photo_without_a_face_is_named_by_its_place(fuser, photos):
@@ -88,3 +91,35 @@ def test_the_cli_takes_source_more_than_once(store_config, photos, tmp_path: Pat
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["faces"][0]["source_photo"] == 1
     assert (tmp_path / "out.jpg").stat().st_size > 10_000
+
+
+@pytest.fixture(scope="module")
+def server(store_config):
+    with LiveServer(store_config) as live:
+        yield live
+
+
+def test_the_service_takes_the_source_field_more_than_once(server, photos):
+    target = ("t.jpg", photos["looking_down"].read_bytes())
+    sources = [("source", ("a.jpg", photos["tilted"].read_bytes())),
+               ("source", ("b.jpg", photos["frontal"].read_bytes()))]
+    with httpx.Client(base_url=server.url, timeout=120) as http:
+        answered = http.post("/v1/fuse", files=[*sources, ("target", target)])
+        assert answered.status_code == 200, answered.text
+        assert answered.json()["faces"][0]["source_photo"] == 1
+        # the same as JSON: a list of base64 photos
+        encoded = [base64.b64encode(path.read_bytes()).decode() for path in (photos["tilted"], photos["frontal"])]
+        as_json = http.post("/v1/fuse", json={"source": encoded,
+                                              "target": base64.b64encode(target[1]).decode()})
+        assert as_json.status_code == 200, as_json.text
+        assert as_json.json()["faces"][0]["source_photo"] == 1
+        assert as_json.json()["image_base64"] == answered.json()["image_base64"]
+        # one photo without a face is named by its place; more than MAX_SOURCE_PHOTOS is refused before any work
+        bad = http.post("/v1/fuse", files=[sources[0], ("source", ("c.jpg", photos["no_face"].read_bytes())),
+                                           ("target", target)])
+        error = assert_error(bad, ErrorCode.NO_FACE)
+        assert error["details"]["source_photo"] == 1 and error["message"].startswith("source photo 2 of 2: ")
+        many = http.post("/v1/fuse", files=[*[sources[0]] * (MAX_SOURCE_PHOTOS + 1), ("target", target)])
+        assert assert_error(many, ErrorCode.INVALID_OPTION)["details"] == {"source_photos": MAX_SOURCE_PHOTOS + 1}
+        missing = http.post("/v1/fuse", files=[("target", target)])
+        assert assert_error(missing, ErrorCode.BAD_REQUEST)["details"] == {"field": "source"}

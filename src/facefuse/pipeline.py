@@ -42,6 +42,23 @@ SourceInput = ImageInput | ImageAnalysis
 MAX_SOURCE_PHOTOS = 5  # photos of one source person a fusion takes (each costs a source's preparation, ~25 ms)
 
 
+def check_source_count(count: int) -> None:
+    """``INVALID_OPTION`` unless 1 to :data:`MAX_SOURCE_PHOTOS` source photos were given (every shell asks here
+    before any photo is decoded)."""
+    if not 1 <= count <= MAX_SOURCE_PHOTOS:
+        raise FacefuseError(ErrorCode.INVALID_OPTION, f"{count} source photos given; 1 to {MAX_SOURCE_PHOTOS} "
+                            "are accepted", "give the photos of the one person that show the face best",
+                            {"source_photos": count})
+
+
+def source_photo_error(error: FacefuseError, index: int, count: int) -> FacefuseError:
+    """``error`` about one of ``count`` source photos, naming its place (unchanged when there is one photo)."""
+    if count == 1:
+        return error
+    return FacefuseError(error.code, f"source photo {index + 1} of {count}: {error.message}", error.hint,
+                         {**error.details, "source_photo": index})
+
+
 @dataclass(frozen=True)
 class FuserConfig:
     store: StoreConfig = field(default_factory=StoreConfig)
@@ -195,20 +212,13 @@ class Fuser:
         parse (~6 ms) leaves the path the fusion waits on."""
         if not isinstance(source, (list, tuple)):
             return self._prepare_one(source, options, parse_aside)
-        if not 1 <= len(source) <= MAX_SOURCE_PHOTOS:
-            raise FacefuseError(ErrorCode.INVALID_OPTION,
-                                f"{len(source)} source photos given; 1 to {MAX_SOURCE_PHOTOS} are accepted",
-                                "give the photos of the one person that show the face best",
-                                {"source_photos": len(source)})
+        check_source_count(len(source))
         photos = []
         for index, photo in enumerate(source):
             try:
                 photos.append(self._prepare_one(photo, options, parse_aside))
             except FacefuseError as exc:
-                if len(source) == 1:
-                    raise
-                raise FacefuseError(exc.code, f"source photo {index + 1} of {len(source)}: {exc.message}", exc.hint,
-                                    {**exc.details, "source_photo": index}) from exc
+                raise source_photo_error(exc, index, len(source)) from exc
         return replace(photos[0], others=tuple(photos[1:]))
 
     def _prepare_one(self, source: SourceInput, options: FusionOptions, parse_aside: bool) -> PreparedSource:
@@ -253,10 +263,11 @@ class Fuser:
         record = replace(_given(target, "target", options), source=source, encode=encoding)
         return _result(source, self.stages(record), self.stages.names)
 
-    def fuse_analyses(self, source: ImageAnalysis, target: ImageAnalysis, options: FusionOptions | None = None,
-                      encoding: Encoding | None = None) -> FusionResult:
+    def fuse_analyses(self, source: ImageAnalysis | Sequence[ImageAnalysis], target: ImageAnalysis,
+                      options: FusionOptions | None = None, encoding: Encoding | None = None) -> FusionResult:
         """The stages after analysis, for photos analysed elsewhere (the Ray Serve analysis deployment); their
-        analysis times count in the total as when :meth:`fuse` analyses them itself."""
+        analysis times count in the total as when :meth:`fuse` analyses them itself. ``source`` may be several
+        (:meth:`prepare`)."""
         options = options or FusionOptions()
         return self.fuse_prepared(self.prepare(source, options), target, options, encoding)
 
@@ -304,10 +315,9 @@ def _result(source: PreparedSource, record: Record, order: Sequence[str]) -> Fus
     timings = {**{f"source_{k}": v for k, v in _in_order(prepared, order).items()},
                **_in_order(record.timings_ms, order)}
     timings["total"] = sum(v for k, v in timings.items() if k != "encode")
-    faces = [_face_report(t.found, record.analysis) for t in record.faces]
-    if source.others:  # which of the source photos each face was fused from
-        for report, target in zip(faces, record.faces):
-            report["source_photo"] = photos.index(source.nearest(target.face))
+    # each face's report, with which of the source photos it was fused from (0 when one was given)
+    faces = [{**_face_report(t.found, record.analysis), "source_photo": photos.index(source.nearest(t.face))}
+             for t in record.faces]
     warnings = [*dict.fromkeys(w for photo in photos for w in photo.warnings), *record.notes]
     return FusionResult(record.image, faces, timings, warnings, record.encoded)
 

@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"output": args.output, **result.to_dict()}))
     else:
         faces = ", ".join(f"face {f['index']} at {[round(v) for v in f['box']]}"
-                          + (f" from source photo {f['source_photo'] + 1}" if "source_photo" in f else "")
+                          + (f" from source photo {f['source_photo'] + 1}" if len(args.source) > 1 else "")
                           for f in result.faces)
         print(f"wrote {args.output} ({faces}) in {result.timings_ms['total']:.0f} ms")
         for warning in result.warnings:

@@ -25,6 +25,7 @@ from pydantic.json_schema import models_json_schema
 
 from ..errors import ERROR_TABLE, ErrorCode
 from ..imageio import MEDIA_TYPES, OUTPUTS, SUPPORTED_FORMATS
+from ..pipeline import MAX_SOURCE_PHOTOS
 from ..schema import Scope, fields_of
 from ..video.options import VideoOptions
 from .settings import ServeSettings
@@ -69,6 +70,8 @@ class FusedFace(BaseModel):
     box: Box
     score: float = Field(description="detector confidence, 0–1")
     pose: Pose | None
+    source_photo: int = Field(ge=0, description="which of the source photos the face was fused from, counted from 0 "
+                                                "in the order they were sent (0 when one was sent)")
 
 
 class QualityIssue(BaseModel):
@@ -332,25 +335,39 @@ def _const_as_enum(schema: Any) -> Any:
 
 
 def request_body(title: str, files: dict[str, str], json_model: type[BaseModel],
-                 form_model: type[BaseModel]) -> dict[str, Any]:
+                 form_model: type[BaseModel], repeatable: dict[str, int] | None = None) -> dict[str, Any]:
     """``openapi_extra`` of a route that takes photos: a required body in both encodings the handler parses.
 
     Both schemas are the pydantic models' own (the models the handler validates with); only the photo fields differ
     by encoding: file parts in multipart/form-data, base64 strings in JSON. They become the components
-    ``<title>Form`` and ``<title>JSON`` (the class names of a generated client).
+    ``<title>Form`` and ``<title>JSON`` (the class names of a generated client). A ``repeatable`` photo field (name:
+    most photos) is an array of files in the form and a string or an array of strings in JSON.
     """
     about = f"({_INPUT_FORMATS}; the bytes are sniffed, a declared type is ignored)"
+    repeatable = repeatable or {}
     form = form_model.model_json_schema()
-    file_parts = {name: {"type": "string", "format": "binary", "description": f"{text} {about}"}
-                  for name, text in files.items()}
+
+    def file_part(name: str, text: str) -> dict[str, Any]:
+        part = {"type": "string", "format": "binary", "description": f"{text} {about}"}
+        if name not in repeatable:
+            return part
+        return {"type": "array", "items": part, "minItems": 1, "maxItems": repeatable[name],
+                "description": f"{text} {about}; repeat the field for up to {repeatable[name]}"}
+
+    def base64_string(name: str, text: str) -> dict[str, Any]:
+        string = {"type": "string", "format": "byte", "contentEncoding": "base64", "minLength": 1,
+                  "description": f"{text} {about}, base64-encoded (a data: URL prefix is allowed)"}
+        if name not in repeatable:
+            return {**json_model.model_json_schema()["properties"][name], **string}
+        return {"anyOf": [string, {"type": "array", "items": string, "minItems": 1, "maxItems": repeatable[name]}],
+                "description": f"{string['description']}; or a list of up to {repeatable[name]}"}
+
+    file_parts = {name: file_part(name, text) for name, text in files.items()}
     text_parts = {name: without_null(value) for name, value in form["properties"].items() if name not in files}
     form = {**form, "title": f"{title}Form", "properties": {**file_parts, **text_parts},
             "required": list(dict.fromkeys([*files, *form.get("required", [])]))}
     data = {**json_model.model_json_schema(), "title": f"{title}JSON"}
-    data["properties"] = {**data["properties"], **{
-        name: {**data["properties"][name], "format": "byte", "contentEncoding": "base64", "minLength": 1,
-               "description": f"{text} {about}, base64-encoded (a data: URL prefix is allowed)"}
-        for name, text in files.items()}}
+    data["properties"] = {**data["properties"], **{name: base64_string(name, text) for name, text in files.items()}}
     return {"requestBody": {"required": True, "content": {
         "multipart/form-data": {"schema": _const_as_enum(form)},
         "application/json": {"schema": _const_as_enum(data)},
@@ -364,7 +381,7 @@ def fuse_request_body(models: tuple[type[BaseModel], type[BaseModel]]) -> dict[s
     """The request body of ``POST /v1/fuse`` for (form, JSON) request models: the library's on the route, each
     app's own (its defaults and engines) in the document it serves."""
     form, json_model = models
-    return request_body("Fuse", FUSE_PHOTOS, json_model, form)
+    return request_body("Fuse", FUSE_PHOTOS, json_model, form, {"source": MAX_SOURCE_PHOTOS})
 
 
 VIDEO_FIELDS = tuple(fields_of(VideoOptions, Scope.REQUEST))  # the fields of `facefuse video` a job may set

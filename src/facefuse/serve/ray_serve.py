@@ -40,6 +40,7 @@ from ..allocator import keep_freed_memory
 from ..analysis.types import ImageAnalysis
 from ..config import StoreConfig
 from ..errors import ErrorCode, FacefuseError
+from ..pipeline import source_photo_error
 from . import work
 from .app import create_app
 from .backend import Disconnected, load_error, load_fuser, not_ready
@@ -127,13 +128,14 @@ class FusionDeployment(_Replica):
 
     async def fuse(self, photos: list[ImageAnalysis | FacefuseError],
                    asked: work.FuseSpec) -> work.FuseAnswer | FacefuseError:
-        source, target = photos
-        if isinstance(source, FacefuseError):
-            return source
+        *sources, target = photos
+        for index, source in enumerate(sources):
+            if isinstance(source, FacefuseError):
+                return source_photo_error(source, index, len(sources))
         if isinstance(target, FacefuseError):
             return target
         try:
-            return await asyncio.to_thread(work.fuse_analysed, self.fuser, source, target, asked)
+            return await asyncio.to_thread(work.fuse_analysed, self.fuser, sources, target, asked)
         except FacefuseError as exc:
             return exc
 
@@ -198,7 +200,7 @@ class RayBackend:
                    disconnected: Disconnected) -> Outcome[work.FuseAnswer]:
         self.readiness()
         analysis, fusion = self.handles[ANALYSIS], self.handles[FUSION]
-        photos = analysis.analyze.remote([work.DetectRequest(asked.source, "source"),
+        photos = analysis.analyze.remote([*(work.DetectRequest(source, "source") for source in asked.sources),
                                           work.DetectRequest(asked.target, "target")])
         fused = fusion.fuse.remote(photos, asked.spec)  # the analyses travel replica to replica, the bytes stay here
         start = time.monotonic()

@@ -81,8 +81,8 @@ async def fuse(request: Request) -> Response:
         upload = await run_in_threadpool(parse_fuse, request, body, state.fuse_models, state.defaults)
         as_image, accepted_format = image_format_wanted(request.headers.get("accept", ""))
         fmt = output_format(upload.encoding.output_format or accepted_format or "jpeg")
-        asked = FuseRequest(upload.source, upload.target, upload.options, fmt, upload.encoding.quality)
-        pixels = declared_pixels(upload.source) + declared_pixels(upload.target)
+        asked = FuseRequest(upload.sources, upload.target, upload.options, fmt, upload.encoding.quality)
+        pixels = sum(declared_pixels(photo) for photo in (*upload.sources, upload.target))
         async with state.pixels.hold(pixels, deadline):
             outcome = await backend.fuse(asked, deadline=deadline, disconnected=gone)
     result = outcome.value

@@ -28,11 +28,12 @@ from starlette.requests import Request
 
 from ..errors import ErrorCode, FacefuseError
 from ..fusion.engine import FusionOptions
-from ..pipeline import EncodeOptions
+from ..pipeline import MAX_SOURCE_PHOTOS, EncodeOptions, check_source_count
 from ..schema import Scope, fields_of, invalid_options
 
-# every field a fusion request may carry (two photos, each option, the encoding), so a full form always fits
-_MAX_PARTS = 2 + len(FusionOptions.model_fields) + len(EncodeOptions.model_fields)
+# every field a fusion request may carry (the source photos, the target, each option, the encoding), so a full form
+# always fits
+_MAX_PARTS = MAX_SOURCE_PHOTOS + 1 + len(FusionOptions.model_fields) + len(EncodeOptions.model_fields)
 _MAX_TEXT_FIELD = 4096
 _MAX_BOUNDARY = 256  # RFC 2046 allows 70; longer ones are accepted up to what python-multipart can parse
 
@@ -278,7 +279,9 @@ def fuse_request_models(defaults: FusionOptions | None = None,
                         __doc__="Options of ``POST /v1/fuse``, the same in a form and in JSON.")
     json_model = create_model(
         "FuseJSON", __base__=form, __module__=__name__,
-        source=(str, Field(description="source photo (identity), base64 or a data: URL")),
+        source=(str | list[str], Field(description=f"source photo (identity), base64 or a data: URL; or a list of "
+                                                   f"up to {MAX_SOURCE_PHOTOS} photos of the same person (each "
+                                                   "face is fused from the one turned most like it)")),
         target=(str, Field(description="target photo (pose, expression, scene), base64 or a data: URL")))
     return form, json_model
 
@@ -306,7 +309,7 @@ class DetectJSON(BaseModel):
 
 @dataclass(frozen=True)
 class FuseInput:
-    source: bytes
+    sources: tuple[bytes, ...]  # one photo, or several of the same person
     target: bytes
     options: FusionOptions
     encoding: EncodeOptions
@@ -365,11 +368,15 @@ def form_values(model: type[BaseModel], texts: dict[str, str]) -> dict[str, Any]
     return values
 
 
+def _missing_file(name: str) -> FacefuseError:
+    return FacefuseError(ErrorCode.BAD_REQUEST, f"the '{name}' photo is missing",
+                         f"send it as a file field named '{name}'", {"field": name})
+
+
 def _require_files(fields: dict[str, bytes], names: tuple[str, ...]) -> None:
     for name in names:
         if name not in fields:
-            raise FacefuseError(ErrorCode.BAD_REQUEST, f"the '{name}' photo is missing",
-                                f"send it as a file field named '{name}'", {"field": name})
+            raise _missing_file(name)
 
 
 def _media_type(request: Request) -> str:
@@ -391,19 +398,27 @@ def parse_fuse(request: Request, body: bytes, models: tuple[type[BaseModel], typ
     media_type = _media_type(request)
     try:
         if media_type == "multipart/form-data":
-            fields = parse_multipart(body, request.headers["content-type"])
-            _require_files(fields, ("source", "target"))
-            given = form_model.model_validate(form_values(form_model, _text_fields(fields, ("source", "target"))))
-            source, target = fields["source"], fields["target"]
+            parts = multipart_parts(body, request.headers["content-type"])
+            sources = tuple(bytes(part.data) for part in parts if part.name == "source")  # the field may repeat
+            fields = unique_fields([part for part in parts if part.name != "source"])
+            if not sources:
+                raise _missing_file("source")
+            _require_files(fields, ("target",))
+            check_source_count(len(sources))
+            given = form_model.model_validate(form_values(form_model, _text_fields(fields, ("target",))))
+            target = fields["target"]
         elif media_type == "application/json":  # strict: JSON has types, so "true" for a boolean is refused
             given = json_model.model_validate(_json_object(body), strict=True)
-            source = decode_base64(given.source, "source")  # type: ignore[attr-defined]
+            named = given.source  # type: ignore[attr-defined]
+            listed = [named] if isinstance(named, str) else named
+            check_source_count(len(listed))
+            sources = tuple(decode_base64(value, "source") for value in listed)
             target = decode_base64(given.target, "target")  # type: ignore[attr-defined]
         else:
             raise _unsupported_body(media_type)
     except ValidationError as exc:
         raise invalid_options(exc, json_model) from None
-    return FuseInput(source, target, *fusion_request(given, defaults))
+    return FuseInput(sources, target, *fusion_request(given, defaults))
 
 
 def parse_detect(request: Request, body: bytes) -> DetectInput:

@@ -32,7 +32,7 @@ class FuseRequest:
     """One fusion request (not a batch job: those are facefuse.jobs), parsed and validated: the two photos' bytes,
     the options and the output encoding."""
 
-    source: bytes
+    sources: tuple[bytes, ...]  # one photo, or several of the same person
     target: bytes
     options: FusionOptions
     fmt: str
@@ -67,12 +67,12 @@ def answer(result: FusionResult) -> FuseAnswer:
 
 def fuse(fuser: Fuser, asked: FuseRequest) -> FuseAnswer:
     """The whole list in one place (the single-process backend)."""
-    return answer(fuser.fuse(asked.source, asked.target, asked.options, Encoding(asked.fmt, asked.quality)))
+    return answer(fuser.fuse(list(asked.sources), asked.target, asked.options, Encoding(asked.fmt, asked.quality)))
 
 
-def fuse_analysed(fuser: Fuser, source: ImageAnalysis, target: ImageAnalysis, asked: FuseSpec) -> FuseAnswer:
+def fuse_analysed(fuser: Fuser, sources: list[ImageAnalysis], target: ImageAnalysis, asked: FuseSpec) -> FuseAnswer:
     """The stages after analysis (the Ray fusion deployment, fed by the analysis deployment)."""
-    return answer(fuser.fuse_analyses(source, target, asked.options, Encoding(asked.fmt, asked.quality)))
+    return answer(fuser.fuse_analyses(sources, target, asked.options, Encoding(asked.fmt, asked.quality)))
 
 
 def quality_verdict(record: Record) -> dict[str, Any]:
