@@ -246,3 +246,29 @@ def test_a_file_that_is_no_photo_gets_words_not_a_broken_image(browser, server, 
         assert problems == []
     finally:
         context.close()
+
+
+def test_more_photos_of_the_source_person(browser, server, faces_dir: Path):
+    same = faces_dir / "hard" / "same-person"
+    context, page, problems = open_page(browser, server, api_errors={422}, viewport={"width": 1280, "height": 900})
+    try:
+        page.set_input_files("#source-file", str(same / "jay_chou/01_studio_tilted_warm.jpg"))
+        page.set_input_files("#target-file", str(same / "yang_mi/01_selfie_indoor_ambient.jpg"))
+        first = wait_for_new_result(page, "")
+        assert page.locator("#result-source").is_hidden()  # one source photo: nothing to say
+        page.set_input_files("#more-sources-file", str(same / "jay_chou/02_aligned_crop_frontal.jpg"))
+        assert "1 more photo" in page.locator("#more-sources-note").inner_text()
+        second = wait_for_new_result(page, first)
+        # the target looks down; the frontal photo is the nearer pose
+        assert page.locator("#result-source").inner_text() == "Fused from source photo 2"
+        page.screenshot(path=str(ARTIFACTS / "web-more-sources.png"), full_page=True)
+        # a photo without a face among them is named
+        page.set_input_files("#more-sources-file", str(faces_dir / "insightface/inspireface/bulk/view.jpg"))
+        page.locator("#error").wait_for()
+        assert "(source photo 2)" in page.locator("#error-message").inner_text()
+        page.locator("#more-sources-clear").click()
+        wait_for_new_result(page, second)
+        assert page.locator("#result-source").is_hidden() and page.locator("#error").is_hidden()
+        assert problems == []
+    finally:
+        context.close()

@@ -15,7 +15,7 @@ function buildPhotoCard(card) {
   body.querySelector("img").alt = `${role[0].toUpperCase()}${role.slice(1)} photo`;
   body.querySelector(".camera").dataset.role = role;
   body.querySelector("legend").textContent = `Which face in the ${role}?`;
-  card.append(body);
+  card.insertBefore(body, card.querySelector(".more-sources")); // (null: at the end)
 }
 for (const card of document.querySelectorAll(".card.photo[data-role]")) buildPhotoCard(card);
 
@@ -28,6 +28,7 @@ const state = {
   resultUrl: null,
   previewUrls: { source: null, target: null },
   pending: null, // AbortController of the fusion in flight
+  moreSources: [], // more photos of the source person, sent as more "source" fields (the server caps how many)
 };
 
 // Plain words for the codes a person can act on; anything else shows the server's own message.
@@ -52,7 +53,11 @@ const ABOUT_SERVER = {
 
 function friendly(error) {
   const role = error.details && error.details.image;
-  if (role && ABOUT_PHOTO[error.code]) return ABOUT_PHOTO[error.code].replace("{role}", role);
+  const which = error.details && error.details.source_photo; // one of several source photos, counted from 0
+  if (role && ABOUT_PHOTO[error.code]) {
+    const text = ABOUT_PHOTO[error.code].replace("{role}", role);
+    return which === undefined ? text : `${text} (source photo ${which + 1})`;
+  }
   if (ABOUT_SERVER[error.code]) return ABOUT_SERVER[error.code];
   const text = error.message || "Something went wrong";
   return text.charAt(0).toUpperCase() + text.slice(1);
@@ -325,6 +330,7 @@ async function fuse() {
   state.pending = controller;
   const form = new FormData();
   form.append("source", state.files.source, state.files.source.name || "source.jpg");
+  for (const file of state.moreSources) form.append("source", file, file.name || "source.jpg");
   form.append("target", state.files.target, state.files.target.name || "target.jpg");
   for (const [name, read] of state.controls) {
     const value = read();
@@ -362,7 +368,37 @@ function showResult(answer, roundTripMs) {
   link.href = state.resultUrl;
   link.download = `facefuse-${answer.request_id}.${answer.extension}`;
   link.hidden = false;
+  showSourcePhotos(answer.faces);
   showTimings(answer.timings_ms, roundTripMs);
+}
+
+// With more photos of the source person: which one each face came from (1: the source photo, 2…: the others)
+function showSourcePhotos(faces) {
+  const note = $("result-source");
+  note.hidden = !state.moreSources.length;
+  const used = faces.map((face) => face.source_photo + 1);
+  note.textContent = used.length === 1 ? `Fused from source photo ${used[0]}` : `Faces from source photos ${used.join(", ")}`;
+}
+
+function wireMoreSources() {
+  const input = $("more-sources-file");
+  const note = $("more-sources-note");
+  const idle = note.textContent;
+  const show = () => {
+    const n = state.moreSources.length;
+    note.textContent = n ? `${n} more photo${n === 1 ? "" : "s"}: each face is fused from the one turned most like it` : idle;
+    $("more-sources-clear").hidden = !n;
+    if (state.files.source && state.files.target) fuse();
+  };
+  input.addEventListener("change", () => {
+    state.moreSources = Array.from(input.files);
+    show();
+  });
+  $("more-sources-clear").addEventListener("click", () => {
+    state.moreSources = [];
+    input.value = "";
+    show();
+  });
 }
 
 // The pipeline reports sub-stages too (source_decode, target_detect, …); the page shows the main stages and
@@ -524,6 +560,7 @@ function wireControls() {
 
 wireDrop("source");
 wireDrop("target");
+wireMoreSources();
 wireCamera();
 wireControls();
 loadOptions();
