@@ -15,6 +15,7 @@ For repeated calls keep one :class:`Fuser` (it owns the loaded models and is thr
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 # Nothing leaves this machine: the onnxruntime wheels (1.32 here) contain Microsoft's 1DS telemetry client, which
@@ -44,9 +45,11 @@ __all__ = ["ErrorCode", "Face", "FacefuseError", "Fuser", "FuserConfig", "Fusion
 __version__ = "0.1.0"
 
 
-def fuse(source: ImageInput, target: ImageInput, *, fuser: Fuser | None = None, **options: Any) -> FusionResult:
-    """Fuse ``source``'s face into ``target`` (paths, bytes or RGB arrays); ``options`` are :class:`FusionOptions`
-    fields (``profile_degree``, ``feature_degree``, ``target_face``, ``engine``, ``visible_label``…)."""
+def fuse(source: ImageInput | Sequence[ImageInput], target: ImageInput, *, fuser: Fuser | None = None,
+         **options: Any) -> FusionResult:
+    """Fuse ``source``'s face into ``target`` (paths, bytes or RGB arrays; ``source`` may be a list of photos of one
+    person, :meth:`Fuser.prepare`); ``options`` are :class:`FusionOptions` fields (``profile_degree``,
+    ``feature_degree``, ``target_face``, ``engine``, ``visible_label``…)."""
     return (fuser or Fuser()).fuse(source, target, FusionOptions(**options))
 
 
