@@ -187,6 +187,22 @@ def test_cli_fuse_json_and_labels(photos, tmp_path, model_home, mirror_dir, monk
     assert rows.size > 0 and rows.min() > height * 0.8 and cols.min() > width * 0.6
 
 
+def test_a_refused_source_exits_with_its_code_while_the_target_is_analysed(photos, tmp_path, model_home, mirror_dir,
+                                                                          monkeypatch):
+    """The source is refused (no face) while the target, a 4K photo, is still analysed on its own thread: the CLI
+    exits with the error's code. Before Fuser.fuse waited for that thread, a process leaving while it was inside ONNX
+    Runtime was aborted by the C++ runtime ("terminate called without an active exception", status −6)."""
+    monkeypatch.setenv("FACEFUSE_HOME", str(model_home))
+    monkeypatch.setenv("FACEFUSE_MODEL_MIRROR", str(mirror_dir))
+    large = tmp_path / "large.jpg"
+    cv2.imwrite(str(large), cv2.resize(cv2.imread(str(photos["obama"])), (3840, 2160), interpolation=cv2.INTER_CUBIC))
+    for _ in range(3):
+        done = _cli("fuse", "--source", str(photos["dogs"]), "--target", str(large), "--output",
+                    str(tmp_path / "x.png"), "--json")
+        assert done.returncode == 3 and "terminate" not in done.stderr, done.stderr
+        assert json.loads(done.stdout)["error"]["code"] == "NO_FACE"
+
+
 def test_cli_errors(photos, tmp_path, model_home, mirror_dir, monkeypatch):
     monkeypatch.setenv("FACEFUSE_HOME", str(model_home))
     monkeypatch.setenv("FACEFUSE_MODEL_MIRROR", str(mirror_dir))

@@ -7,6 +7,7 @@ CLI and the service all call; none of them has logic of its own beyond parsing a
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -213,12 +214,15 @@ class Fuser:
         if not isinstance(source, (list, tuple)):
             return self._prepare_one(source, options, parse_aside)
         check_source_count(len(source))
-        photos = []
+        photos: list[PreparedSource] = []
         for index, photo in enumerate(source):
             try:
                 photos.append(self._prepare_one(photo, options, parse_aside))
-            except FacefuseError as exc:
-                raise source_photo_error(exc, index, len(source)) from exc
+            except BaseException as exc:
+                _let_finish([done.parsing_aside for done in photos])  # the earlier photos' parsing aside
+                if isinstance(exc, FacefuseError):
+                    raise source_photo_error(exc, index, len(source)) from exc
+                raise
         return replace(photos[0], others=tuple(photos[1:]))
 
     def _prepare_one(self, source: SourceInput, options: FusionOptions, parse_aside: bool) -> PreparedSource:
@@ -246,15 +250,26 @@ class Fuser:
         fusion whose photos are both new), then what its first face's later stages need of the target alone
         (:meth:`~facefuse.stages.base.Pipeline.ahead`: the aligned crop, the target's half of the segmenter output),
         run on a second thread while this one does the source's slice: decoding and the models release the GIL, so
-        on two cores the two overlap instead of adding up. A source that fails is still the error reported."""
+        on two cores the two overlap instead of adding up. A source that fails is still the error reported.
+
+        Whichever side fails, the call returns only once the other side's threads have ended: a CLI that exits on
+        the error while a thread is still inside ONNX Runtime is aborted by the C++ runtime ("terminate called
+        without an active exception", exit status −6 instead of the error's own code)."""
         options = options or FusionOptions()
         engine = self.engine(options.engine)  # an unknown engine fails before any photo is decoded
         before, rest = self.stages.split("align")
         analysing = _on_a_thread(lambda record: rest.ahead(before(record)),
                                  replace(_given(target, "target", options), engine=engine), "facefuse-target-analysis")
-        prepared = self.prepare(source, options, parse_aside=True)
-        record = replace(analysing.result(), source=prepared, encode=encoding)
-        fused = rest(record)
+        try:
+            prepared = self.prepare(source, options, parse_aside=True)
+        except BaseException:
+            _let_finish([analysing])
+            raise
+        try:
+            fused = rest(replace(analysing.result(), source=prepared, encode=encoding))
+        except BaseException:
+            _let_finish([photo.parsing_aside for photo in prepared.photos])
+            raise
         return _result(prepared.settled(), fused, self.stages.names)
 
     def fuse_prepared(self, source: PreparedSource, target: ImageInput | ImageAnalysis, options: FusionOptions,
@@ -279,6 +294,14 @@ class Fuser:
         targets = tuple(f if isinstance(f, TargetFace) else TargetFace(f, f) for f in faces)
         record = Record("frame", options, image=frame, must_fuse=False, source=source, faces=targets)
         return self.stages.between("gate", "label")(record)
+
+
+def _let_finish(futures: Sequence[Future[Record] | None]) -> None:
+    """Wait for work on other threads whose result is no longer wanted (an error elsewhere is the one reported)."""
+    for future in futures:
+        if future is not None:
+            with contextlib.suppress(BaseException):
+                future.result()
 
 
 def _on_a_thread(work: Callable[[Record], Record], record: Record, name: str) -> Future[Record]:
