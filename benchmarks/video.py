@@ -42,6 +42,7 @@ from facefuse_eval.fusion import IdentityJudge
 from facefuse_eval.motion import RegisteredMotion, registered_motion
 
 SOURCE = FACES / "face_recognition" / "biden.jpg"
+SECOND_SOURCE = FACES / "face_recognition" / "knn_examples" / "train" / "biden" / "biden2.jpg"  # the same person
 HAMILTON = SHARED / "video" / "short_hamilton_clip.mp4"
 
 
@@ -210,12 +211,17 @@ class Identity:
 
 
 def identity(fuser: Fuser, judge: IdentityJudge, target: list[np.ndarray], output: list[np.ndarray],
-             fused: FusedFaces) -> Identity:
+             fused: FusedFaces, references: tuple[Path, ...] = (SOURCE,)) -> Identity:
     """Each face the pipeline fused (``fused``'s boxes, first face of a frame), found again by detection in the
     output frame and in the input frame (the detected face overlapping its box most, IoU ≥ 0.3), embedded by the
-    judge: its cosine to the source photo, and whether it is closer to the source than to the input's face."""
-    source_analysis = fuser.analyze(SOURCE)
-    source = judge.embed(source_analysis.image, max(source_analysis.faces, key=lambda f: f.area))
+    judge: its cosine to the source (the mean of the ``references`` photos' embeddings), and whether it is closer
+    to the source than to the input's face."""
+    embeddings = []
+    for reference in references:
+        analysis = fuser.analyze(reference)
+        embeddings.append(judge.embed(analysis.image, max(analysis.faces, key=lambda f: f.area)))
+    source = np.mean(embeddings, axis=0)
+    source = source / np.linalg.norm(source)
     sims, wins, count = [], [], 0
     for before, after in zip(target, output):
         for box in fused.boxes.get(frame_key(before), []):
@@ -292,6 +298,40 @@ def self_swap_rows(fuser: Fuser, clips: dict[str, Path], frames: int) -> list[st
                     f"{s[k + '_output'] - s[k + '_target']:+.3f} ({s[k + '_target']:.3f})"
                     for k in ("motion", "jitter", "flicker")) + " |")
     return [*lines, "", *registered, "", *judge_floor_rows(fuser, clips, frames)]
+
+
+def several_source_rows(fuser: Fuser, judge: IdentityJudge, clips: dict[str, Path]) -> list[str]:
+    """Each clip fused from ``biden.jpg`` alone and from it and ``biden2.jpg`` (each followed face keeps the photo
+    turned most like it at its first frame): stability and identity as in the main table."""
+    lines = ["## Several source photos in video (`benchmarks/video.py --several-sources`)", "",
+             (f"On {machine()}. Default options. The identity judge's reference is the mean of both photos' "
+              "embeddings (the same for both rows, so neither photo is favoured); motion, jitter and flicker are "
+              "output − input as in \"Video\" (FaceMesh's landmarks); registered jitter / flicker as in "
+              "\"Registered motion\" (the portrait only: its camera path is known)."), "",
+             "| clip | source photos | motion | jitter | flicker | registered jitter / flicker | identity cos to "
+             "Biden | fused faces closer to him | frames fused |", "|---|---|---|---|---|---|---|---|---|"]
+    with tempfile.TemporaryDirectory() as folder:
+        for name, clip in clips.items():
+            target = rgb_frames(clip)
+            for label, source in (("biden.jpg", SOURCE), ("biden.jpg + biden2.jpg", [SOURCE, SECOND_SOURCE])):
+                out = Path(folder) / "out.mp4"
+                watch = FusedFaces()
+                result = fuse_video(source, clip, out, FusionOptions(visible_label=False), VideoOptions(),
+                                    fuser=fuser.with_stage(watch, after="align"))
+                output = rgb_frames(out)
+                s = stability(fuser, target, output)
+                found = identity(fuser, judge, target, output, watch, (SOURCE, SECOND_SOURCE))
+                registered = "–"
+                if clip != HAMILTON:
+                    floor, moved = portrait_motion(target, PORTRAIT_SIZES["720p"]), portrait_motion(
+                        output, PORTRAIT_SIZES["720p"])
+                    registered = f"{moved.jitter - floor.jitter:+.3f} / {moved.flicker - floor.flicker:+.3f}"
+                lines.append(f"| {name} | {label} | " + " | ".join(
+                    f"{s[k + '_output'] - s[k + '_target']:+.3f}" for k in ("motion", "jitter", "flicker")) +
+                    f" | {registered} | {found.cosine:.3f} | {found.closer:.0%} of {found.judged} | "
+                    f"{result.frames_fused}/{result.frames} |")
+                print(lines[-1], flush=True)
+    return [*lines, ""]
 
 
 def portrait_motion(frames: list[np.ndarray], size: tuple[int, int]) -> RegisteredMotion:
@@ -405,6 +445,9 @@ def main() -> None:
     parser.add_argument("--roi-extents", default="", metavar="E,E,...",
                         help="only the stability table with FaceMesh following faces in these regions (× the mesh's "
                              "extent; section video_roi_extents)")
+    parser.add_argument("--several-sources", action="store_true",
+                        help="only the stability and identity of the real clip and the 720p portrait fused from "
+                             "biden.jpg alone and from it and a second photo of him (section video_several_sources)")
     parser.add_argument("--gaze-agreements", default="", metavar="G,G,...",
                         help="only the stability table with the eyes=auto gaze check at these limits (× the eye's "
                              "width; 1: the source's eyes always, -1: the target's always; section "
@@ -430,6 +473,11 @@ def main() -> None:
         variants = {"stream_weights": ("weight of each group's own masks", occlusion, "STREAM_WEIGHT"),
                     "roi_extents": ("tracking region ÷ mesh extent", tracking, "TRACKING_EXTENT"),
                     "gaze_agreements": ("gaze check limit (÷ eye width)", eyes, "GAZE_AGREEMENT")}
+        if args.several_sources:
+            print(write_section("video_several_sources", "\n".join(several_source_rows(
+                fuser, judge, {f"720p portrait, {steady_frames} frames": steady["720p"],
+                               "short_hamilton_clip": HAMILTON}))).read_text())
+            return
         for option, (label, module, constant) in variants.items():
             values = getattr(args, option)
             if not values:

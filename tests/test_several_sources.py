@@ -1,6 +1,6 @@
 """Several photos of one source person (Fuser.prepare with a list; `--source` and the service's `source` field
 repeated): each target face is fused from the photo turned most like it, the report says which, a bad photo is
-named by its place, and a stream takes one photo only."""
+named by its place, and a video or live track keeps the photo it was given at its first frame."""
 
 from __future__ import annotations
 
@@ -20,7 +20,10 @@ from facefuse.errors import ErrorCode, FacefuseError
 from facefuse.fusion.engine import FusionOptions
 from facefuse.live import LiveSession
 from facefuse.pipeline import MAX_SOURCE_PHOTOS
-from facefuse.video import fuse_video
+from facefuse.video import VideoOptions, fuse_video
+from facefuse.video.tracking import TrackedFace
+from facefuse.video.turns import FaceTurns
+from video_clips import OBAMA_720P, camera, load, write_clip
 
 OPTIONS = FusionOptions(visible_label=False)
 
@@ -70,16 +73,37 @@ def test_too_few_or_too_many_photos_are_refused(fuser, photos, count: int):
     assert caught.value.details == {"source_photos": count}
 
 
-def test_a_video_and_a_live_stream_take_one_photo(fuser, photos, faces_dir: Path, tmp_path: Path):
-    pair = [photos["tilted"], photos["frontal"]]
-    clip = faces_dir.parent / "video" / "short_hamilton_clip.mp4"
+def test_a_stream_keeps_each_tracks_photo_while_the_head_turns(fuser, photos):
+    prepared = fuser.prepare([photos["tilted"], photos["frontal"]], OPTIONS)
+    looking_down = max(fuser.analyze(photos["looking_down"]).faces, key=lambda f: f.area)
+    chin_up = max(fuser.analyze(photos["tilted"]).faces, key=lambda f: f.area)
+    assert prepared.nearest(looking_down) is prepared.others[0] and prepared.nearest(chin_up) is prepared
+    turns = FaceTurns(VideoOptions(), prepared)
+
+    def frame(face, cut: bool = False):
+        targets, used = turns.take([TrackedFace(7, face)], cut)
+        for turn in used:
+            turn.close()
+        return targets[0].source
+
+    assert frame(looking_down) is prepared.others[0]  # chosen at the track's first frame
+    assert frame(chin_up) is prepared.others[0]  # the head turned: the track keeps its photo
+    assert frame(chin_up, cut=True) is prepared  # a new shot chooses again
+    assert FaceTurns(VideoOptions(), fuser.prepare(photos["frontal"], OPTIONS)).take(
+        [TrackedFace(1, chin_up)], False)[0][0].source is None  # one photo: nothing to choose
+
+
+def test_a_video_takes_several_photos(fuser, photos, faces_dir: Path, tmp_path: Path):
+    clip = tmp_path / "clip.mp4"
+    portrait = load(faces_dir / "face_recognition" / "obama-720p.jpg")
+    write_clip(clip, [camera(portrait, (640, 360), i / 11, OBAMA_720P, pan=0.1) for i in range(12)], fps=15)
+    biden = faces_dir / "face_recognition"
+    done = fuse_video([biden / "biden.jpg", biden / "knn_examples/train/biden/biden2.jpg"], clip,
+                      tmp_path / "out.mp4", OPTIONS, fuser=fuser)
+    assert done.frames == 12 and done.frames_fused == 12
     with pytest.raises(FacefuseError) as caught:
-        fuse_video(pair, clip, tmp_path / "out.mp4", OPTIONS, fuser=fuser)
-    assert caught.value.code is ErrorCode.INVALID_OPTION and "one source photo" in caught.value.message
-    assert not (tmp_path / "out.mp4").exists()
-    with pytest.raises(FacefuseError) as caught:
-        LiveSession(fuser, pair, detect_aside=False)
-    assert caught.value.code is ErrorCode.INVALID_OPTION and "2 were given" in caught.value.message
+        LiveSession(fuser, [photos["frontal"], photos["no_face"]], detect_aside=False)
+    assert caught.value.details["source_photo"] == 1
 
 
 def test_the_cli_takes_source_more_than_once(store_config, photos, tmp_path: Path):

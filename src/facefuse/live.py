@@ -73,14 +73,13 @@ class LiveSession:
         # the visible mark goes on every live frame, fused or not, whatever the options say
         self.options = (options or live_options()).model_copy(update={"visible_label": True})
         self.video = video or VideoOptions(every_n=LIVE_DETECT_EVERY)
-        prepared = source if isinstance(source, PreparedSource) else fuser.prepare(source, self.options)
-        self.prepared = prepared.alone("a live stream")
+        self.prepared = source if isinstance(source, PreparedSource) else fuser.prepare(source, self.options)
         # one worker: never more than one detection round in flight per session; ``detect_aside=False`` runs the
         # rounds in the frame, as a video does (benchmarks/live_frames.py compares the two)
         self._rounds = ThreadPoolExecutor(1, thread_name_prefix="facefuse-live-detect")
         self.tracker = FaceTracker(fuser.analyzer, self.video, fuser.gate, self.options.restores_targets,
                                    self.options.target_face, rounds=self._rounds if detect_aside else None)
-        self.turns = FaceTurns(self.video)  # per track: the colour average and the segmenter output carried
+        self.turns = FaceTurns(self.video, self.prepared)  # per track: colour average, segmenter output…
         self.frames = 0
         self.frames_fused = 0
         self._clock = clock

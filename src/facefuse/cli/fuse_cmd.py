@@ -45,7 +45,8 @@ def add_source_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--source", required=True, action="append", type=Path,
                         help="photo giving the identity and face shape; repeat it (up to "
                              f"{MAX_SOURCE_PHOTOS}) for photos of the same person turned different ways: each face "
-                             "is fused from the one turned most like it (a video or live stream takes one)")
+                             "is fused from the one turned most like it (in a video, most like it at its first "
+                             "frame, kept while it is followed)")
 
 
 def sources_from_args(args: argparse.Namespace) -> Path | list[Path]:

@@ -16,7 +16,7 @@ from concurrent.futures import Future
 import numpy as np
 
 from ..analysis.types import Face, ImageAnalysis
-from ..errors import ErrorCode, FacefuseError
+from ..errors import FacefuseError
 from ..fusion.engine import FusionOptions
 
 if TYPE_CHECKING:
@@ -64,6 +64,9 @@ class TargetFace:
     # what the render takes from an earlier frame of the track (the face's triangles, its make-up toning)
     carry: StreamCarry | None = None
     ahead: Ahead | None = None  # a photo fusion's work done on the target's thread (its first face only)
+    # of several source photos, the one a stream's track was given at its first frame (facefuse.video.turns): the
+    # face keeps it while the head turns, so its texture never switches from frame to frame
+    source: PreparedSource | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -112,15 +115,6 @@ class PreparedSource:
             return float("inf") if pose is None else abs(pose.yaw - face.pose.yaw) + abs(pose.pitch - face.pose.pitch)
 
         return min(self.photos, key=distance)  # min keeps the first of equals
-
-    def alone(self, path: str) -> PreparedSource:
-        """This source when it is one photo, else ``INVALID_OPTION``: a stream (``path``: a video, a live camera)
-        takes one, since choosing per frame would switch the face's texture from frame to frame as the head turns."""
-        if self.others:
-            raise FacefuseError(ErrorCode.INVALID_OPTION,
-                                f"{path} is fused from one source photo; {len(self.photos)} were given",
-                                "give the one photo that shows the face best", {"source_photos": len(self.photos)})
-        return self
 
     def source_parsing(self) -> FaceParsing | None:
         """The source's parsing, waiting for it when it is being done aside."""
@@ -188,9 +182,10 @@ class Record:
 
     @property
     def face_source(self) -> PreparedSource:
-        """The source photo the face being worked on is fused from (:meth:`PreparedSource.nearest`)."""
+        """The source photo the face being worked on is fused from: its track's in a stream, else the one turned
+        most like it (:meth:`PreparedSource.nearest`)."""
         assert self.source is not None and self.face is not None
-        return self.source.nearest(self.face.face)
+        return self.face.source if self.face.source is not None else self.source.nearest(self.face.face)
 
     def cached_face(self) -> Face | None:
         """The face being worked on as the analysis cache holds it, when work that depends on it alone may be kept

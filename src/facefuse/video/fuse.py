@@ -86,7 +86,8 @@ def fuse_video(source: ImageInput | Sequence[ImageInput], target: str | Path, ou
                progress: Callable[[VideoProgress], None] | None = None, cancel: threading.Event | None = None,
                workdir: str | Path | None = None) -> VideoResult:
     """Fuse ``source``'s face into every frame of the video ``target``, writing ``output`` (.mp4, .mov, .mkv);
-    ``source`` is one photo (several are refused with ``INVALID_OPTION``: :meth:`PreparedSource.alone`).
+    ``source`` may be several photos of one person: each tracked face keeps the one chosen at its first frame
+    (:class:`~facefuse.video.turns.FaceTurns`).
 
     ``workdir`` makes the run resumable (segments and checkpoint live there; call again with the same folder to
     continue); without it a temporary folder is used and removed. Setting ``cancel`` stops the run at the next
@@ -99,7 +100,7 @@ def fuse_video(source: ImageInput | Sequence[ImageInput], target: str | Path, ou
     container_format(output)
     fuser = fuser or Fuser()
     info = probe(target)
-    prepared = fuser.prepare(source, options).alone("a video")
+    prepared = fuser.prepare(source, options)
     if workdir is not None:
         Path(workdir).mkdir(parents=True, exist_ok=True)
         return _Run(fuser, prepared, target, output, info, options, video, Path(workdir), progress, cancel).run()
@@ -112,7 +113,8 @@ def _fingerprint(target: Path, prepared: PreparedSource, options: FusionOptions,
     stat = target.stat()
     digest = hashlib.sha256()
     digest.update(f"{target.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode())
-    digest.update(np.ascontiguousarray(prepared.analysis.image).tobytes())
+    for photo in prepared.photos:
+        digest.update(np.ascontiguousarray(photo.analysis.image).tobytes())
     digest.update(json.dumps({"fusion": options.model_dump(), "video": video.model_dump()}, sort_keys=True,
                              default=str).encode())
     return digest.hexdigest()
@@ -135,7 +137,7 @@ class _Run:
         self.tracker = FaceTracker(fuser.analyzer, video, fuser.gate, options.restores_targets, choice,
                                    signature(None, prepared.face.landmarks) if prepared.face.landmarks is not None
                                    else None)
-        self.turns = FaceTurns(video)  # per track: the colour average and the segmenter output carried
+        self.turns = FaceTurns(video, prepared)  # per track: the colour average, the segmenter output carried…
         self.segment: _Segment | None = None  # the segment being encoded
         self.done = 0  # frames written so far (this run's and the resumed ones)
         # seconds each stage was busy on its thread (they overlap); "fuse" is the frame's stages (gate … label) on
