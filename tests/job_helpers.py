@@ -14,9 +14,11 @@ import httpx
 FINISHED = ("done", "failed", "cancelled", "expired")
 
 
-def submit(url: str, source: Path, targets: Sequence[Path | tuple[str, bytes]], *,
+def submit(url: str, source: Path | Sequence[Path], targets: Sequence[Path | tuple[str, bytes]], *,
            headers: dict[str, str] | None = None, **fields: str) -> httpx.Response:
-    files: list[tuple[str, tuple[str, bytes]]] = [("source", (source.name, source.read_bytes()))]
+    """``source``: one photo, or several of the source person (the field repeated)."""
+    sources = [source] if isinstance(source, Path) else source
+    files: list[tuple[str, tuple[str, bytes]]] = [("source", (path.name, path.read_bytes())) for path in sources]
     for target in targets:
         files.append(("targets", (target.name, target.read_bytes()) if isinstance(target, Path) else target))
     return httpx.post(url + "/v1/jobs", files=files, data=fields, headers=headers or {}, timeout=120)

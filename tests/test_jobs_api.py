@@ -224,7 +224,7 @@ def test_malformed_job_requests(server, photos):
 
 
 def _estimate(photos: dict[str, Path], targets: list[str], fmt: str = "JPEG") -> int:
-    return estimate_bytes(JobKind.PHOTOS, photos["source"].read_bytes(),
+    return estimate_bytes(JobKind.PHOTOS, [photos["source"].read_bytes()],
                           [photos[name].read_bytes() for name in targets], fmt)
 
 

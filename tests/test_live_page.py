@@ -132,6 +132,29 @@ def wait_for_a_free_session(server) -> None:
     pytest.fail("the live session of the test before was never released", pytrace=False)
 
 
+def test_more_photos_of_the_source_person_go_with_the_live_camera(camera, server, faces_dir: Path):
+    """Step 1's more photos are sent after the source photo (the start message counts them): one without a face
+    ends the session with its place named; without it the session runs."""
+    wait_for_a_free_session(server)
+    context, page, problems = live_page(camera, server, api_errors={422})
+    try:
+        rec = faces_dir / "face_recognition"
+        page.set_input_files("#source-file", str(rec / "obama.jpg"))
+        page.set_input_files("#more-sources-file", [str(rec / "obama2.jpg"),
+                                                    str(faces_dir / "insightface/inspireface/bulk/view.jpg")])
+        page.locator("#live-start").click()
+        page.locator("#live-error").wait_for(state="visible")
+        assert page.locator("#live-error-message").inner_text() == "No face found in the source photo (source photo 3)."
+        wait_for_a_free_session(server)
+        page.set_input_files("#more-sources-file", str(rec / "obama2.jpg"))
+        page.locator("#live-start").click()
+        wait_for_frames(page, "s.shown >= 5 && s.fused >= 2", problems)
+        page.locator("#live-stop").click()
+        assert problems == []
+    finally:
+        context.close()
+
+
 def test_frames_keep_coming_when_the_browser_presents_no_video_frame(camera, server, faces_dir: Path):
     """A browser may stop presenting a video it considers out of sight, and then never calls
     requestVideoFrameCallback: the page's timer sends the frame it has instead (a page that waited for the callback

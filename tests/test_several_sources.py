@@ -5,21 +5,28 @@ named by its place, and a video or live track keeps the photo it was given at it
 from __future__ import annotations
 
 import base64
+import io
 import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
+import cv2
 import httpx
 import numpy as np
 import pytest
+from job_helpers import submit, wait_for
 from serve_helpers import LiveServer, assert_error
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
 
 from facefuse.errors import ErrorCode, FacefuseError
 from facefuse.fusion.engine import FusionOptions
 from facefuse.live import LiveSession
 from facefuse.pipeline import MAX_SOURCE_PHOTOS
+from facefuse.serve.live_routes import FRAME_HEADER, PROTOCOL, REPLY_HEADER
 from facefuse.video import VideoOptions, fuse_video
 from facefuse.video.tracking import TrackedFace
 from facefuse.video.turns import FaceTurns
@@ -118,8 +125,8 @@ def test_the_cli_takes_source_more_than_once(store_config, photos, tmp_path: Pat
 
 
 @pytest.fixture(scope="module")
-def server(store_config):
-    with LiveServer(store_config) as live:
+def server(store_config, tmp_path_factory: pytest.TempPathFactory):
+    with LiveServer(store_config, jobs_dir=tmp_path_factory.mktemp("jobs")) as live:
         yield live
 
 
@@ -147,3 +154,74 @@ def test_the_service_takes_the_source_field_more_than_once(server, photos):
         assert assert_error(many, ErrorCode.INVALID_OPTION)["details"] == {"source_photos": MAX_SOURCE_PHOTOS + 1}
         missing = http.post("/v1/fuse", files=[("target", target)])
         assert assert_error(missing, ErrorCode.BAD_REQUEST)["details"] == {"field": "source"}
+
+
+def _job_pixels(server, sources: list[Path], targets: list[Path]) -> list[np.ndarray]:
+    """The decoded outputs of a batch job from ``sources`` into ``targets``, in order."""
+    job = wait_for(server.url, submit(server.url, sources, targets, visible_label="false").json()["id"])
+    assert job["state"] == "done" and job["errors"] == [], job
+    archive = zipfile.ZipFile(io.BytesIO(httpx.get(server.url + job["result_url"], timeout=60).content))
+    return [cv2.imdecode(np.frombuffer(archive.read(name), np.uint8), cv2.IMREAD_COLOR)
+            for name in sorted(archive.namelist())]
+
+
+def test_a_batch_job_takes_the_source_field_more_than_once(server, photos):
+    both = _job_pixels(server, [photos["tilted"], photos["frontal"]], [photos["looking_down"], photos["tilted"]])
+    frontal = _job_pixels(server, [photos["frontal"]], [photos["looking_down"]])
+    tilted = _job_pixels(server, [photos["tilted"]], [photos["tilted"], photos["looking_down"]])
+    # each target was fused from the photo turned most like it, pixel for pixel as that photo alone
+    assert np.array_equal(both[0], frontal[0]) and np.array_equal(both[1], tilted[0])
+    assert not np.array_equal(both[0], tilted[1])  # and the choice mattered
+    # a photo without a face fails the job with its place; one that is no photo, or too many, is refused at once
+    failed = wait_for(server.url, submit(server.url, [photos["frontal"], photos["no_face"]],
+                                         [photos["looking_down"]]).json()["id"])
+    assert failed["state"] == "failed" and failed["error"]["code"] == "NO_FACE", failed
+    assert failed["error"]["details"]["source_photo"] == 1
+    assert failed["error"]["message"].startswith("source photo 2 of 2: ")
+    files = [("source", ("a.jpg", photos["frontal"].read_bytes())), ("source", ("b.txt", b"not a photo")),
+             ("targets", ("t.jpg", photos["looking_down"].read_bytes()))]
+    not_a_photo = httpx.post(server.url + "/v1/jobs", files=files, timeout=60)
+    error = assert_error(not_a_photo, ErrorCode.UNSUPPORTED_IMAGE)
+    assert error["details"]["source_photo"] == 1 and error["details"]["image"] == "source"
+    many = httpx.post(server.url + "/v1/jobs", files=[files[0]] * (MAX_SOURCE_PHOTOS + 1) + [files[2]], timeout=60)
+    assert assert_error(many, ErrorCode.INVALID_OPTION)["details"] == {"source_photos": MAX_SOURCE_PHOTOS + 1}
+    schema = httpx.get(server.url + "/openapi.json").json()["paths"]["/v1/jobs"]["post"]["requestBody"]
+    source = schema["content"]["multipart/form-data"]["schema"]["properties"]["source"]
+    assert source["type"] == "array" and source["maxItems"] == MAX_SOURCE_PHOTOS
+
+
+def _live_frame(server, sources: list[bytes], frame: bytes, start: dict | None = None) -> bytes | tuple[dict, int]:
+    """The fused first frame of a live session started with ``sources`` (the start message's ``sources`` count
+    unless ``start`` says otherwise), or the error and close code that ended the session."""
+    url = server.url.replace("http://", "ws://") + "/v1/live"
+    with connect(url, subprotocols=[PROTOCOL], open_timeout=30, max_size=2**24) as ws:
+        ws.send(json.dumps({"type": "start", "options": {}, "sources": len(sources), **(start or {})}))
+        try:
+            for source in sources:
+                ws.send(source)
+        except ConnectionClosed:  # a refused start message: the server has already closed
+            pass
+        answer = json.loads(ws.recv(timeout=60))
+        if answer["type"] == "error":
+            with pytest.raises(ConnectionClosed) as caught:
+                ws.recv(timeout=30)
+            assert caught.value.rcvd is not None
+            return answer["error"], caught.value.rcvd.code
+        assert answer["type"] == "ready", answer
+        ws.send(FRAME_HEADER.pack(0) + frame)
+        reply = ws.recv(timeout=60)
+    assert REPLY_HEADER.unpack_from(reply)[3] == 1  # the face was fused
+    return reply[REPLY_HEADER.size:]
+
+
+def test_a_live_session_takes_several_photos(server, photos):
+    tilted, frontal, frame = (photos[name].read_bytes() for name in ("tilted", "frontal", "looking_down"))
+    both = _live_frame(server, [tilted, frontal], frame)
+    assert both == _live_frame(server, [frontal], frame)  # the face took the photo turned most like it
+    assert both != _live_frame(server, [tilted], frame)
+    error, code = _live_frame(server, [frontal, photos["no_face"].read_bytes()], frame)
+    assert code == 4422 and error["details"]["source_photo"] == 1, error
+    error, code = _live_frame(server, [frontal], frame, {"sources": MAX_SOURCE_PHOTOS + 1})
+    assert code == 4400 and error["details"] == {"source_photos": MAX_SOURCE_PHOTOS + 1}
+    error, code = _live_frame(server, [frontal], frame, {"sources": "two"})
+    assert code == 4400 and error["details"] == {"field": "sources"}

@@ -58,6 +58,29 @@ def test_photo_batch_from_the_page(browser, server, faces_dir: Path):
         context.close()
 
 
+def test_more_photos_of_the_source_person_go_with_a_batch(browser, server, faces_dir: Path):
+    same = faces_dir / "hard" / "same-person"
+    context, page, problems = open_page(browser, server, api_errors={401}, viewport={"width": 1280, "height": 900})
+    try:
+        page.locator("#api-key").fill(KEY)
+        page.set_input_files("#source-file", str(same / "jay_chou/01_studio_tilted_warm.jpg"))
+        # step 1's more photos, the last without a face: the job that receives all three names that one
+        page.set_input_files("#more-sources-file", [str(same / "jay_chou/02_aligned_crop_frontal.jpg"),
+                                                    str(faces_dir / "insightface/inspireface/bulk/view.jpg")])
+        page.set_input_files("#jobs-files", str(same / "yang_mi/01_selfie_indoor_ambient.jpg"))
+        page.locator("#jobs-start").click()
+        page.locator("#jobs-error").wait_for(state="visible")
+        assert page.locator("#jobs-text").inner_text() == "The job failed"
+        assert page.locator("#jobs-error-message").inner_text() == "No face found in the source photo (source photo 3)."
+        page.set_input_files("#more-sources-file", str(same / "jay_chou/02_aligned_crop_frontal.jpg"))
+        page.locator("#jobs-start").click()
+        page.locator("#jobs-download").wait_for(state="visible")
+        assert page.locator("#jobs-text").inner_text().startswith("Done: 1 of 1 photos fused")
+        assert problems == []
+    finally:
+        context.close()
+
+
 def test_page_asks_for_the_api_key_and_the_source(browser, server, faces_dir: Path):
     rec = faces_dir / "face_recognition"
     context, page, problems = open_page(browser, server, api_errors={401}, viewport={"width": 390, "height": 844},

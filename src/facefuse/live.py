@@ -1,6 +1,7 @@
 """Live camera fusion: a :class:`LiveSession` takes camera frames one at a time and gives them back fused.
 
-The source photo is analysed and prepared once, when the session starts; every frame then goes through the
+The source photo (or several photos of the person: each followed face keeps the one turned most like it at its first
+frame) is analysed and prepared once, when the session starts; every frame then goes through the
 video path's per-frame steps — follow the faces with the clip tracker (:class:`~facefuse.video.tracking.FaceTracker`,
 a detector pass every ``VideoOptions.every_n`` frames and at scene cuts, FaceMesh in between), fuse the chosen face,
 put the visible "AI-generated" mark on the frame — and an encoded frame also carries the label in its metadata.
@@ -22,7 +23,7 @@ Library use::
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from types import MappingProxyType
@@ -66,7 +67,8 @@ class LiveSession:
     :class:`~facefuse.pipeline.Fuser` it uses is shared and may serve other sessions at the same time. ``close``
     (or leaving a ``with`` block) ends its detection thread."""
 
-    def __init__(self, fuser: Fuser, source: ImageInput | PreparedSource, options: FusionOptions | None = None,
+    def __init__(self, fuser: Fuser, source: ImageInput | Sequence[ImageInput] | PreparedSource,
+                 options: FusionOptions | None = None,
                  video: VideoOptions | None = None, *, clock: Callable[[], float] = time.monotonic,
                  detect_aside: bool = True) -> None:
         self.fuser = fuser

@@ -97,7 +97,7 @@ class JobRunner:
     def _estimate(self, record: JobRecord) -> int:
         inputs = sorted((self.store.folder(record.id) / "in").glob("[0-9]*"))
         try:
-            return estimate_bytes(record.kind, self.store.source_path(record.id).read_bytes(),
+            return estimate_bytes(record.kind, [path.read_bytes() for path in self.store.source_paths(record.id)],
                                   [path.read_bytes() for path in inputs],
                                   JobOptions.from_dict(record.options).image_format)
         except (OSError, FacefuseError):  # unreadable inputs: the job fails when it runs, and says why
@@ -227,8 +227,7 @@ class JobRunner:
                 self.metrics.frames.labels(JobKind.PHOTOS.value).inc()
                 self.metrics.items.labels("failed" if error else "done").inc()
 
-        source = self.store.source_path(record.id)
-        if not fuse_photos(fuser, source, todo, out_dir, options.fusion, options.image_format, options.quality,
+        if not fuse_photos(fuser, self.store.source_paths(record.id), todo, out_dir, options.fusion, options.image_format, options.quality,
                            on_item, interrupt):
             return
         items = self.store.items(record.id)
@@ -260,7 +259,7 @@ class JobRunner:
                 self.store.progress(record.id, update.frames_done, update.frames_total, update.fps, update.eta_s)
 
         output = self.store.folder(record.id) / "result.mp4"
-        outcome = fuse_video(self.store.source_path(record.id), self.store.target_path(record.id, 0), output,
+        outcome = fuse_video(self.store.source_paths(record.id), self.store.target_path(record.id, 0), output,
                              options.fusion, options.video, fuser=fuser, progress=progress, cancel=interrupt,
                              workdir=self.store.work_dir(record.id))
         if interrupt.is_set():

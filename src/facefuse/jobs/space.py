@@ -24,12 +24,12 @@ if TYPE_CHECKING:
 _VIDEO_BYTES_PER_PIXEL = 0.05  # H.264/H.265 at CRF 20 write ~0.01; mpeg4 and low CRFs more
 
 
-def estimate_bytes(kind: JobKind, source: bytes, targets: Sequence[bytes], image_format: str,
+def estimate_bytes(kind: JobKind, sources: Sequence[bytes], targets: Sequence[bytes], image_format: str,
                    video: VideoSize | None = None) -> int:
     """The most disk a job is expected to use at once: its inputs, plus its outputs twice (photo outputs and the
     zip of them, or the video's encoded segments and the assembled result, exist together for a moment).
     ``video``: the target video's headers, if the caller has read them already."""
-    inputs = len(source) + sum(len(data) for data in targets)
+    inputs = sum(len(data) for data in sources) + sum(len(data) for data in targets)
     if kind is JobKind.VIDEO:
         from ..video.io import inspect_video  # FFmpeg's libraries load only for videos
 

@@ -9,6 +9,7 @@ Layout under ``root``::
 
     jobs.sqlite            states, progress, per-item errors (WAL: readers never wait for the writer's commit)
     <id>/in/source         the source photo
+    <id>/in/source.2 …     more photos of the source person, if given (2 to MAX_SOURCE_PHOTOS)
     <id>/in/0000 …         the targets (photos) or the video, as uploaded
     <id>/out/…             finished outputs (each written to a temporary file, then renamed)
     <id>/work/…            the video engine's resumable working folder
@@ -204,8 +205,11 @@ class JobStore:
     def folder(self, job_id: str) -> Path:
         return self.root / job_id
 
-    def source_path(self, job_id: str) -> Path:
-        return self.folder(job_id) / "in" / "source"
+    def source_paths(self, job_id: str) -> list[Path]:
+        """The source photo, then the other photos of the source person in the order they were given."""
+        inputs = self.folder(job_id) / "in"
+        others = sorted(inputs.glob("source.*"), key=lambda path: int(path.suffix[1:]))
+        return [inputs / "source", *others]
 
     def target_path(self, job_id: str, index: int) -> Path:
         return self.folder(job_id) / "in" / f"{index:04d}"
@@ -248,14 +252,16 @@ class JobStore:
     def new_id() -> str:
         return uuid.uuid4().hex
 
-    def create(self, kind: JobKind, options: dict[str, Any], source: bytes,
+    def create(self, kind: JobKind, options: dict[str, Any], sources: Sequence[bytes],
                targets: Sequence[tuple[str, bytes]], job_id: str | None = None) -> JobRecord:
         """Writes the inputs, then the row: a crash in between leaves only an orphan folder, never a job without
-        its files. ``job_id`` is one from :meth:`new_id` the caller already reserved disk under."""
+        its files. ``sources``: the source photo, then any other photos of the same person. ``job_id`` is one from
+        :meth:`new_id` the caller already reserved disk under."""
         job_id = job_id or self.new_id()
         partial = self.root / f".{job_id}.partial"
         (partial / "in").mkdir(parents=True)
-        write_synced(partial / "in" / "source", source)  # the hidden folder, renamed at the end, is the atomic unit
+        for number, source in enumerate(sources, start=1):  # the hidden folder, renamed at the end, is atomic
+            write_synced(partial / "in" / ("source" if number == 1 else f"source.{number}"), source)
         for index, (_, data) in enumerate(targets):
             write_synced(partial / "in" / f"{index:04d}", data)
         partial.rename(self.folder(job_id))

@@ -1,4 +1,4 @@
-"""``/v1/jobs``: batch jobs over HTTP — submit one source and many photos (or one video), poll, download, cancel.
+"""``/v1/jobs``: batch jobs over HTTP — submit the source (one photo or several of the person) and many photos (or one video), poll, download, cancel.
 
 Parsing and answering only; the jobs themselves live in :mod:`facefuse.jobs`. The router brings its own lifespan
 (open the store, start the runner, resume what a killed process left; stop the runner on shutdown), so the app
@@ -27,6 +27,7 @@ from ..jobs import IntakeLimits, JobKind, JobOptions, JobRecord, JobRunner, JobS
 from ..jobs.intake import is_video, is_zip
 from ..jobs.metrics import JobMetrics
 from ..jobs.space import JobSpace, estimate_bytes
+from ..pipeline import MAX_SOURCE_PHOTOS, check_source_count, source_photo_error
 from ..schema import invalid_options
 from ..video.options import VideoOptions
 from .backend import LocalBackend
@@ -101,35 +102,38 @@ jobs_api = APIRouter(prefix="/v1/jobs", dependencies=[Depends(require_key)], tag
 
 @dataclass(frozen=True)
 class JobUpload:
-    source: bytes
+    sources: tuple[bytes, ...]  # the source photo, then any other photos of the same person
     targets: list[tuple[str, bytes]]
     options: JobOptions
 
 
 def parse_job(request: Request, body: bytes, state: ServiceState, max_items: int) -> JobUpload:
-    """multipart/form-data: one ``source`` file, ``targets`` files (repeat the field), and the option fields of
+    """multipart/form-data: the ``source`` file (repeat the field for up to :data:`MAX_SOURCE_PHOTOS` photos of the
+    same person, as in ``POST /v1/fuse``), ``targets`` files (repeat the field), and the option fields of
     ``POST /v1/fuse`` (validated by the same request model, from the same server defaults); booleans are
     ``true``/``false`` only, in the video fields too."""
     media_type = _media_type(request)
     if media_type != "multipart/form-data":
         raise _unsupported_body(media_type)
     form_model = state.fuse_models[0]
-    fields_allowed = len(form_model.model_fields) + len(VIDEO_FIELDS) + 1  # the options and the source
+    fields_allowed = len(form_model.model_fields) + len(VIDEO_FIELDS) + MAX_SOURCE_PHOTOS  # options and sources
     parts = multipart_parts(body, request.headers["content-type"], max_parts=max_items + fields_allowed)
     targets = [(p.filename or f"target-{i + 1}", bytes(p.data)) for i, p in enumerate(parts) if p.name == "targets"]
     for part in parts:
         if part.name == "targets" and not part.filename and not _sniffable(bytes(part.data)):
             raise FacefuseError(ErrorCode.BAD_REQUEST, "a 'targets' field holds text, not a file",
                                 "send each photo, zip or video as a file", {"field": "targets"})
-    fields = unique_fields([p for p in parts if p.name != "targets"])
-    if "source" not in fields:
+    sources = tuple(bytes(part.data) for part in parts if part.name == "source")
+    if not sources:
         raise FacefuseError(ErrorCode.BAD_REQUEST, "the 'source' photo is missing",
                             "send it as a file field named 'source'", {"field": "source"})
-    try:  # a job whose source is no photo could only fail: refused now, with the error fusion would give
-        check_header(fields["source"], state.settings.image_limits())
-    except FacefuseError as exc:
-        raise exc.about("source") from None
-    texts = _text_fields(fields, ("source",))
+    check_source_count(len(sources))
+    for index, source in enumerate(sources):  # a job whose source is no photo could only fail: refused now
+        try:
+            check_header(source, state.settings.image_limits())
+        except FacefuseError as exc:
+            raise source_photo_error(exc.about("source"), index, len(sources)) from None
+    texts = _text_fields(unique_fields([p for p in parts if p.name not in ("targets", "source")]), ())
     # the request fields of `facefuse video`, checked by their own model; photo jobs ignore them
     video = VideoOptions(**form_values(VideoOptions, {name: texts.pop(name) for name in list(texts)
                                                       if name in VIDEO_FIELDS}))
@@ -139,7 +143,7 @@ def parse_job(request: Request, body: bytes, state: ServiceState, max_items: int
         raise invalid_options(exc, form_model) from None
     fusion, encoding = fusion_request(given, state.defaults)
     options = JobOptions(fusion, output_format(encoding.output_format or "jpeg"), encoding.quality, video)
-    return JobUpload(fields["source"], targets, options)
+    return JobUpload(sources, targets, options)
 
 
 def _sniffable(data: bytes) -> bool:
@@ -161,10 +165,10 @@ def admit(jobs: JobService, upload: JobUpload) -> JobRecord:
             end = min(video.end or math.inf, video.start + jobs.limits.max_video_s)
             options = replace(options, video=video.model_copy(update={"end": end}))
     job_id = jobs.store.new_id()
-    jobs.space.reserve(job_id, estimate_bytes(kind, upload.source, [data for _, data in targets],
+    jobs.space.reserve(job_id, estimate_bytes(kind, upload.sources, [data for _, data in targets],
                                               options.image_format, size))
     try:
-        return jobs.store.create(kind, options.to_dict(), upload.source, targets, job_id)
+        return jobs.store.create(kind, options.to_dict(), upload.sources, targets, job_id)
     except BaseException:
         jobs.space.release(job_id)
         raise
@@ -194,7 +198,8 @@ def _record(jobs: JobService, job_id: str) -> JobRecord:
 
 
 @jobs_api.post("", status_code=202, summary="Start a batch job: one source into many photos, or into a video",
-               description="multipart/form-data: `source` (a photo), `targets` (repeat the field: photos, zips of "
+               description="multipart/form-data: `source` (a photo; repeat the field for up to "
+                           f"{MAX_SOURCE_PHOTOS} photos of the same person), `targets` (repeat the field: photos, zips of "
                            "photos, or exactly one video) and the options of `POST /v1/fuse`; video jobs also take "
                            "the fields of `facefuse video` (`start`, `end`, `every_n`, `crf`, `codec`…). Limits are server "
                            "settings: `--max-body-mb`, `--job-max-items`, `--job-max-unzipped-mb`, "

@@ -37,7 +37,7 @@ from ..config import ImageLimits
 from ..errors import ErrorCode, FacefuseError
 from ..fusion.engine import FusionOptions
 from ..live import LIVE_QUALITY, LiveFrame, LiveSession, live_options
-from ..pipeline import Fuser
+from ..pipeline import MAX_SOURCE_PHOTOS, Fuser, check_source_count
 from ..schema import invalid_options
 from ..video.options import VideoOptions
 from .backend import LocalBackend
@@ -287,8 +287,17 @@ async def _receive(websocket: WebSocket, idle_s: float) -> dict[str, Any]:
     return message
 
 
-def _start_options(message: dict[str, Any], state: ServiceState) -> tuple[FusionOptions, int]:
-    """The first message: ``{"type": "start", "options": {…}}`` with the fields of ``POST /v1/fuse``."""
+@dataclass(frozen=True)
+class _StartMessage:
+    options: FusionOptions
+    quality: int
+    sources: int  # binary messages of source photos that follow (several photos of one person)
+
+
+def _start_message(message: dict[str, Any], state: ServiceState) -> _StartMessage:
+    """The first message: ``{"type": "start", "options": {…}, "sources": n}`` with the fields of ``POST /v1/fuse``;
+    ``sources`` (1 when left out) says how many photos of the source person follow, at most
+    :data:`MAX_SOURCE_PHOTOS`."""
     try:
         start = json.loads(message.get("text") or "")
     except ValueError:
@@ -296,6 +305,12 @@ def _start_options(message: dict[str, Any], state: ServiceState) -> tuple[Fusion
     if not isinstance(start, dict) or start.get("type") != "start" or not isinstance(start.get("options", {}), dict):
         raise FacefuseError(ErrorCode.BAD_REQUEST, "the first message must be the JSON text "
                             '{"type": "start", "options": {…}}', "see docs/live.md for the protocol")
+    sources = start.get("sources", 1)
+    if isinstance(sources, bool) or not isinstance(sources, int):
+        raise FacefuseError(ErrorCode.INVALID_OPTION, "'sources' must be the number of source photos that follow",
+                            f"send an integer from 1 to {MAX_SOURCE_PHOTOS}, or leave it out for one photo",
+                            {"field": "sources"})
+    check_source_count(sources)
     form_model = state.fuse_models[0]
     try:
         given = form_model.model_validate(start.get("options", {}))
@@ -303,7 +318,7 @@ def _start_options(message: dict[str, Any], state: ServiceState) -> tuple[Fusion
         raise invalid_options(exc, form_model) from None
     fusion, encoding = fusion_request(given, state.defaults)
     quality = encoding.quality if "quality" in given.model_fields_set else LIVE_QUALITY
-    return live_options(fusion, state.settings.live_crop_size), quality
+    return _StartMessage(live_options(fusion, state.settings.live_crop_size), quality, sources)
 
 
 def _binary(message: dict[str, Any], what: str, limit: int) -> bytes:
@@ -320,11 +335,14 @@ def _binary(message: dict[str, Any], what: str, limit: int) -> bytes:
 async def _session(websocket: WebSocket, state: ServiceState, fuser: Fuser) -> None:
     settings = state.settings
     idle_s = settings.live_idle_s
-    options, quality = _start_options(await _receive(websocket, idle_s), state)
-    source = _binary(await _receive(websocket, idle_s), "the source photo", settings.image_limits().max_bytes)
+    start = _start_message(await _receive(websocket, idle_s), state)
+    quality, max_bytes = start.quality, settings.image_limits().max_bytes
+    sources = [_binary(await _receive(websocket, idle_s), "the source photo" if start.sources == 1 else
+                       f"source photo {number} of {start.sources}", max_bytes)
+               for number in range(1, start.sources + 1)]
     video = VideoOptions(every_n=settings.live_detect_every)
     # the source is analysed and prepared once, here; its errors (NO_FACE…) end the session with their own code
-    session = await run_in_threadpool(LiveSession, fuser, source, options, video)
+    session = await run_in_threadpool(LiveSession, fuser, sources, start.options, video)
     await websocket.send_json({"type": "ready", "warnings": list(session.warnings), "limits": _limits(settings)})
     limits = settings.live_frame_limits()
     newest = NewestFrame()

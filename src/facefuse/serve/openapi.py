@@ -395,7 +395,10 @@ def job_request_body(form_model: type[BaseModel], max_items: int) -> dict[str, A
              if name in VIDEO_FIELDS}
     binary = {"type": "string", "format": "binary"}
     schema = {"type": "object", "required": ["source", "targets"], "additionalProperties": False, "properties": {
-        "source": {**binary, "description": "the photo whose face is used"},
+        "source": {"type": "array", "items": binary, "minItems": 1, "maxItems": MAX_SOURCE_PHOTOS,
+                   "description": "the photo whose face is used; repeat the field for up to "
+                                  f"{MAX_SOURCE_PHOTOS} photos of the same person (each face is fused from the one "
+                                  "turned most like it)"},
         "targets": {"type": "array", "items": binary, "minItems": 1, "maxItems": max_items,
                     "description": "photos, zips of photos, or exactly one video (repeat the field); "
                                    f"at most {max_items} photos in all, zip members included"},

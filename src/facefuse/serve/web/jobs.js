@@ -70,6 +70,7 @@ async function jobsStart() {
   jobsClearResult();
   const form = new FormData();
   form.append("source", state.files.source, state.files.source.name || "source.jpg");
+  for (const file of state.moreSources) form.append("source", file, file.name || "source.jpg"); // step 1's others
   for (const file of jobs.files) form.append("targets", file, file.name);
   for (const [name, read] of state.controls) { // the same option controls as a single fusion
     const value = read();

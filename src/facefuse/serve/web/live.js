@@ -97,9 +97,12 @@ async function liveStart() {
   let opened = false;
   ws.onopen = async () => {
     opened = true;
-    ws.send(JSON.stringify({ type: "start", options: liveOptions() }));
-    ws.send(await state.files.source.arrayBuffer());
-    $("live-stats").textContent = "Preparing the source face…";
+    // the source photo, then the more photos of this person (step 1): each followed face keeps the one turned
+    // most like it when it is first seen
+    const sources = [state.files.source, ...state.moreSources];
+    ws.send(JSON.stringify({ type: "start", options: liveOptions(), sources: sources.length }));
+    for (const file of sources) ws.send(await file.arrayBuffer());
+    $("live-stats").textContent = sources.length > 1 ? `Preparing the ${sources.length} source photos…` : "Preparing the source face…";
   };
   ws.onmessage = (event) => (typeof event.data === "string" ? liveText(JSON.parse(event.data)) : liveShow(event.data));
   ws.onclose = (event) => liveClosed(event, opened);
@@ -286,13 +289,16 @@ function wireLive() {
   }
   $("live-start").addEventListener("click", liveStart);
   $("live-stop").addEventListener("click", liveStop);
-  $("source-file").addEventListener("change", () => {
+  const restartWithNewSource = () => {
     liveUpdateButton();
     if (live.ws) { // a new source face: start again with it
       liveStop();
       liveStart();
     }
-  });
+  };
+  $("source-file").addEventListener("change", restartWithNewSource);
+  $("more-sources-file").addEventListener("change", restartWithNewSource);
+  $("more-sources-clear").addEventListener("click", restartWithNewSource);
   $("source-drop").addEventListener("drop", () => setTimeout(liveUpdateButton));
 }
 
