@@ -14,6 +14,8 @@ brows, a* +16 / b* −9 after the colour match: the skin-fitted match moves skin
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import cv2
 import numpy as np
 
@@ -26,6 +28,7 @@ LIP_GROWTH = 0.015  # of the face width
 LOCAL_SKIN_FRACTION = 0.08  # of the face width: the skin a zone's colour is measured against
 SHIFT_LIMIT = 40.0  # 8-bit Lab levels: the most toning may move a pixel's colour
 CAST_RED = 4.0  # Lab a* levels above the skin's from which brows are toned in full (see ``tone_zone``)
+MIN_EXCESS = 1.0  # Lab levels: a make-up zone whose broad colour is this close to its skin's is left as it is
 
 
 ZONE_POINTS = np.concatenate([LIPS_OUTER, RIGHT_EYE, RIGHT_BROW, LEFT_EYE, LEFT_BROW])
@@ -81,8 +84,14 @@ def brow_zones(points: np.ndarray, size: int) -> np.ndarray:
     return zones
 
 
-# one zone's toning as measured: the crop box it covers and the Lab offset per pixel of that box
-ZoneToning = tuple[tuple[slice, slice], np.ndarray]
+class ZoneToning(NamedTuple):
+    """One zone's toning as measured, on the crop box ``sub``: for the brows a Lab offset per pixel (``offset``);
+    for the make-up zones the skin's a*, b* per pixel and the factor each pixel's colour over it is scaled by."""
+
+    sub: tuple[slice, slice]
+    offset: np.ndarray | None
+    skin_ab: np.ndarray | None = None
+    scale_ab: np.ndarray | None = None
 
 
 def tone_makeup(face: np.ndarray, target: np.ndarray, points: np.ndarray, skin: np.ndarray
@@ -101,13 +110,34 @@ def tone_makeup(face: np.ndarray, target: np.ndarray, points: np.ndarray, skin: 
 
 
 def apply_toning(face: np.ndarray, tonings: tuple[ZoneToning, ...]) -> np.ndarray:
-    """``face`` with each zone's Lab offset added (in order), its pixels outside the boxes untouched."""
-    for sub, offset in tonings:
+    """``face`` with each zone's Lab offset added (in order), its pixels outside the boxes untouched; in a make-up
+    zone each pixel's colour over its skin's is scaled instead."""
+    for sub, offset, skin_ab, scale_ab in tonings:
         face_lab = cv2.cvtColor(face[sub], cv2.COLOR_RGB2Lab).astype(np.float32)
-        toned = np.clip(face_lab + offset + 0.5, 0, 255).astype(np.uint8)
+        if offset is not None:
+            face_lab += offset
+        else:
+            face_lab[..., 1:] = skin_ab + (face_lab[..., 1:] - skin_ab) * scale_ab
+        toned = np.clip(face_lab + 0.5, 0, 255).astype(np.uint8)
         face = face.copy()
         face[sub] = cv2.cvtColor(toned, cv2.COLOR_Lab2RGB)
     return face
+
+
+def excess_scale(excess: np.ndarray, shift: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """Per pixel and channel, the factor a pixel's colour over its skin's is scaled by so that the zone's broad
+    ``excess`` (its make-up over its skin) moves by ``shift``: (excess + shift) ÷ excess, within 0–1 (make-up is only
+    ever toned down, never turned into its opposite), 1 where the zone has no colour of its own to speak of;
+    feathered by the zone's ``weight``.
+
+    Why a factor and not the shift itself: the shift is one broad field (σ = 3 % of the face width) over a zone
+    grown past the lipstick, and added to every pixel it turned the bare skin in the lips' rim, the teeth and the
+    lipstick's white highlights green-cyan (a red-lipped source onto an open-mouthed target: a cyan ring round the
+    new lips, cyan specks on them). Scaled, a pixel with less make-up moves less and one with none keeps its colour;
+    the lips' mean colour is toned as much as before (``tests/test_naturalness.py``)."""
+    measurable = np.abs(excess) > MIN_EXCESS
+    ratio = np.clip((excess + shift) / np.where(measurable, excess, 1.0), 0.0, 1.0)
+    return 1.0 + (np.where(measurable, ratio, 1.0) - 1.0) * weight[..., None]
 
 
 def _hair_share(lab: np.ndarray, skin_lab: np.ndarray, inside: np.ndarray) -> np.ndarray:
@@ -138,13 +168,15 @@ def tone_zone(face: np.ndarray, target: np.ndarray, points: np.ndarray, skin: np
     inside = (weight > 0.5).astype(np.float32)
     around = skin[sub].astype(np.float32)
 
-    def makeup(lab: np.ndarray) -> tuple[np.ndarray, np.ndarray | float]:
-        """The zones' broad colour over the skin's around them; and how much of each pixel it is about."""
+    def makeup(lab: np.ndarray) -> tuple[np.ndarray, np.ndarray | float, np.ndarray]:
+        """The zones' broad colour over the skin's around them; how much of each pixel it is about; the skin's
+        colour."""
         skin_lab = skin_shading(lab, around, LOCAL_SKIN_FRACTION * width)
         share = _hair_share(lab, skin_lab, inside) if hairs else 1.0
-        return skin_shading(lab, inside * share, MAKEUP_SIGMA_FRACTION * width, robust=False) - skin_lab, share
+        return (skin_shading(lab, inside * share, MAKEUP_SIGMA_FRACTION * width, robust=False) - skin_lab, share,
+                skin_lab)
 
-    own, share = makeup(face_lab)
+    own, share, skin = makeup(face_lab)
     cast: np.ndarray | float = 1.0
     if hairs:
         # hair is less red than the skin it grows from (Obama's brows: a* −12, b* −19 against his skin): brows
@@ -153,10 +185,12 @@ def tone_zone(face: np.ndarray, target: np.ndarray, points: np.ndarray, skin: np
         cast = np.clip(own[..., 1:2] / CAST_RED, 0.0, 1.0)
         if not np.any(cast[..., 0] * weight * share > 0):
             return None  # natural brows (the common case): nothing to tone, and no Lab round trip of their pixels
-    theirs, _ = makeup(cv2.cvtColor(target[sub], cv2.COLOR_RGB2Lab).astype(np.float32))
+    theirs = makeup(cv2.cvtColor(target[sub], cv2.COLOR_RGB2Lab).astype(np.float32))[0]
     # make-up is only ever toned down: where the target's zone stands out more than the source's (its own lipstick,
     # a strand of hair across a lid) the source's colour stays
     shift = np.clip(np.where(np.abs(theirs) < np.abs(own), theirs, own) - own, -SHIFT_LIMIT, SHIFT_LIMIT)
     shift[..., 0] = 0.0  # colour only: toning the lids' lightness too cost 3.6 points of identity (eye sockets)
     shift *= cast
-    return sub, shift * (weight * share)[..., None]
+    if hairs:  # each brow pixel toned by its share of hair, by a coloured light's cast on it
+        return ZoneToning(sub, shift * (weight * share)[..., None])
+    return ZoneToning(sub, None, skin[..., 1:], excess_scale(own[..., 1:], shift[..., 1:], weight))
