@@ -117,7 +117,10 @@ def apply_toning(face: np.ndarray, tonings: tuple[ZoneToning, ...]) -> np.ndarra
         if offset is not None:
             face_lab += offset
         else:
-            face_lab[..., 1:] = skin_ab + (face_lab[..., 1:] - skin_ab) * scale_ab
+            ab = face_lab[..., 1:]  # a view: scaled in place about the skin's colour
+            ab -= skin_ab
+            ab *= scale_ab
+            ab += skin_ab
         toned = np.clip(face_lab + 0.5, 0, 255).astype(np.uint8)
         face = face.copy()
         face[sub] = cv2.cvtColor(toned, cv2.COLOR_Lab2RGB)
@@ -135,9 +138,12 @@ def excess_scale(excess: np.ndarray, shift: np.ndarray, weight: np.ndarray) -> n
     lipstick's white highlights green-cyan (a red-lipped source onto an open-mouthed target: a cyan ring round the
     new lips, cyan specks on them). Scaled, a pixel with less make-up moves less and one with none keeps its colour;
     the lips' mean colour is toned as much as before (``tests/test_naturalness.py``)."""
-    measurable = np.abs(excess) > MIN_EXCESS
-    ratio = np.clip((excess + shift) / np.where(measurable, excess, 1.0), 0.0, 1.0)
-    return 1.0 + (np.where(measurable, ratio, 1.0) - 1.0) * weight[..., None]
+    ratio = np.divide(excess + shift, excess, out=np.ones_like(excess), where=np.abs(excess) > MIN_EXCESS)
+    np.clip(ratio, 0.0, 1.0, out=ratio)
+    ratio -= 1.0
+    ratio *= weight[..., None]
+    ratio += 1.0
+    return ratio
 
 
 def _hair_share(lab: np.ndarray, skin_lab: np.ndarray, inside: np.ndarray) -> np.ndarray:
