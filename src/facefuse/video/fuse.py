@@ -44,6 +44,7 @@ from .io import (
 from .options import VideoOptions, VideoProgress, VideoResult
 from .parsing import ParsingTurn
 from .smoothing import LutTurn
+from .lookahead import LookAhead, Placed
 from .tracking import FaceTracker, signature
 from .turns import FaceTurns
 
@@ -138,6 +139,10 @@ class _Run:
                                    signature(None, prepared.face.landmarks) if prepared.face.landmarks is not None
                                    else None)
         self.turns = FaceTurns(video, prepared)  # per track: the colour average, the segmenter output carried…
+        # frames wait here until the frames after them are tracked (0 frames: they pass straight through)
+        self.look_ahead: LookAhead[DecodedFrame] = LookAhead(
+            video.look_ahead if video.smoothing else 0,
+            lambda frame, mesh: self.tracker.followed_face(frame.image, mesh))
         self.segment: _Segment | None = None  # the segment being encoded
         self.done = 0  # frames written so far (this run's and the resumed ones)
         # seconds each stage was busy on its thread (they overlap); "fuse" is the frame's stages (gate … label) on
@@ -239,16 +244,23 @@ class _Run:
                                             "call again with the same work folder to continue where it stopped",
                                             {"frames_done": self.done})
                     clock = self._lap("decode", clock)
-                    targets, turns = self._track(decoded)
+                    placed = self._track(decoded)
                     clock = self._lap("track", clock)
-                    pending.append(pool.submit(self._fuse, decoded, targets, turns))
-                    while len(pending) >= workers * IN_FLIGHT_PER_WORKER or (pending and pending[0].done()):
-                        self._write(pending.popleft().result())
+                    for frame in placed:
+                        targets, turns = self.turns.take(frame.faces, frame.cut)
+                        pending.append(pool.submit(self._fuse, frame.frame, targets, turns))
+                        while len(pending) >= workers * IN_FLIGHT_PER_WORKER or (pending and pending[0].done()):
+                            self._write(pending.popleft().result())
                     now = time.perf_counter()
                     if self.progress and now - last_report >= PROGRESS_EVERY_S:
                         last_report = now
                         self._report(self.done, max(total, self.done), resumed_from, started)
                     clock = time.perf_counter()
+                for frame in self.look_ahead.flush():
+                    targets, turns = self.turns.take(frame.faces, frame.cut)
+                    pending.append(pool.submit(self._fuse, frame.frame, targets, turns))
+                    while len(pending) >= workers * IN_FLIGHT_PER_WORKER:
+                        self._write(pending.popleft().result())
                 while pending:
                     self._write(pending.popleft().result())
                 self._close_segment()
@@ -267,12 +279,12 @@ class _Run:
         self.timings[stage] += now - clock
         return now
 
-    def _track(self, decoded: DecodedFrame) -> tuple[list[TargetFace], list[LutTurn | ParsingTurn]]:
-        """The faces to fuse in this frame, with their turns in their person's colour average and segmenter output
-        (frame order)."""
+    def _track(self, decoded: DecodedFrame) -> list[Placed[DecodedFrame]]:
+        """This frame tracked; the frames now ready to fuse with their faces (with look-ahead, those
+        ``look_ahead`` frames before, placed from the frames around them; frame order)."""
         cuts = self.tracker.scene_cuts
         faces = self.tracker.chosen(self.tracker.step(decoded.image, float(decoded.pts * self.info.time_base)))
-        return self.turns.take(faces, self.tracker.scene_cuts != cuts)
+        return list(self.look_ahead.push(decoded, faces, self.tracker.scene_cuts != cuts))
 
     def _fuse(self, decoded: DecodedFrame, targets: list[TargetFace], turns: list[LutTurn | ParsingTurn]) -> _Fused:
         """On a fusion thread: the frame's slice of the stage list (gate … label) on the tracked faces; the frame

@@ -154,6 +154,7 @@ class DetectionRound:
 class TrackedFace:
     track_id: int
     face: Face  # smoothed landmarks, measured by the gate (score 1: a followed face is no detection)
+    raw: np.ndarray | None = None  # the landmarks as measured in this frame (for look-ahead smoothing, .lookahead)
 
 
 class FaceTracker:
@@ -359,5 +360,10 @@ class FaceTracker:
 
     def _tracked(self, image: np.ndarray, track: Track, time: float) -> TrackedFace:
         mesh = track.smoother(track.mesh, time) if track.smoother is not None else track.mesh
+        return TrackedFace(track.id, self.followed_face(image, mesh), track.mesh)
+
+    def followed_face(self, image: np.ndarray, mesh: np.ndarray) -> Face:
+        """The face of a followed mesh: its box, five points and pose, measured by the gate (score 1: a followed
+        face is no detection)."""
         face = Face(box=mesh_box(mesh), score=1.0, keypoints=five_points(mesh), landmarks=mesh, pose=head_pose(mesh))
-        return TrackedFace(track.id, self.gate.measured(image, face))
+        return self.gate.measured(image, face)
