@@ -1,14 +1,11 @@
-"""Look-ahead smoothing of a video file's faces: each frame's head placed from the frames around it.
+"""Look-ahead smoothing of a video file's landmarks: each frame's face placed from the frames around it.
 
 Why: a camera's frames are fused as they come, so their landmarks can only be smoothed from the frames before
-(:class:`~.smoothing.MeshSmoother`: the face's shape by a One-Euro filter, the head's movement by a
-constant-velocity filter), which trades jitter against lag. A video file's later frames are already there: the
-head's movement — the 2-D similarity taking the face's first mesh to each frame's raw mesh — is fitted over
-``look_ahead`` frames on either side by a straight line in time (a Savitzky–Golay filter of degree 1) and read at
-the frame: no lag for a steady movement, the measurements' noise averaged over up to 2 × ``look_ahead`` + 1
-frames. The face's shape (its expression) stays the causal filter's, which follows a mouth that opens and closes
-without averaging it away. The fit never reaches across a scene cut or a frame in which the face was not followed;
-at the ends of such a run it uses the frames there are.
+(:class:`~.smoothing.MeshSmoother`), which trades jitter against lag. A video file's later frames are already there:
+each followed face's raw meshes over ``look_ahead`` frames on either side are fitted by a straight line in time (a
+Savitzky–Golay filter of degree 1) and the line is read at the frame — no lag for a steady movement, the meshes'
+noise averaged over up to 2 × ``look_ahead`` + 1 frames. The fit never reaches across a scene cut or a frame in
+which the face was not followed; at the ends of such a run it uses the frames there are.
 
 The frames wait here ``look_ahead`` frames before they are fused (``look_ahead`` decoded frames held in memory); a
 resumed run starts the tracking afresh at its segment, as without look-ahead.
@@ -21,11 +18,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar
 
-import cv2
 import numpy as np
 
 from ..analysis.types import Face
-from ..geometry import align
 from .tracking import TrackedFace
 
 Frame = TypeVar("Frame")
@@ -42,32 +37,20 @@ class Placed(Generic[Frame]):
 
 @dataclass
 class _Run:
-    """One face over consecutive frames of one shot, from frame ``start``: the similarity (a, b, tx, ty of
-    [[a, −b, tx], [b, a, ty]]) taking its first raw mesh (``reference``) to each frame's raw mesh."""
+    """One face's raw meshes over consecutive frames of one shot, from frame ``start``."""
 
     start: int
-    reference: np.ndarray
-    heads: list[np.ndarray] = field(default_factory=list)
+    meshes: list[np.ndarray] = field(default_factory=list)
 
     @property
     def end(self) -> int:
-        """The frame after its last measurement."""
-        return self.start + len(self.heads)
-
-
-def _head(matrix: np.ndarray) -> np.ndarray:
-    """A similarity's four numbers (a, b, tx, ty): a straight line through them is a similarity at every time."""
-    return np.array([matrix[0, 0], matrix[1, 0], matrix[0, 2], matrix[1, 2]])
-
-
-def _matrix(head: np.ndarray) -> np.ndarray:
-    a, b, tx, ty = head
-    return np.array([[a, -b, tx], [b, a, ty]])
+        """The frame after its last mesh."""
+        return self.start + len(self.meshes)
 
 
 def line_fit(meshes: list[np.ndarray], at: int) -> np.ndarray:
-    """The straight line through ``meshes`` (arrays of one shape, one per frame, frame 0 first) fitted by least
-    squares in time, read at frame ``at``: their mean when ``at`` is the window's middle."""
+    """The straight line through ``meshes`` (one per frame, frame 0 first) fitted by least squares in time, read at
+    frame ``at``: their mean when ``at`` is the window's middle."""
     stacked = np.stack(meshes).astype(np.float64)
     if len(meshes) < 3:  # a line through one or two points passes through each
         return stacked[at].astype(np.float32)
@@ -80,10 +63,9 @@ def line_fit(meshes: list[np.ndarray], at: int) -> np.ndarray:
 
 
 class LookAhead(Generic[Frame]):
-    """Holds each frame until the ``frames`` after it are tracked, then gives it back with its faces' heads placed
-    by :func:`line_fit` over the similarities of their raw meshes (``TrackedFace.raw``), their shapes the tracker's;
-    ``measured(frame, mesh)`` makes the face of a placed mesh (box, five points, pose, the gate's measurements).
-    Frames come back in their order."""
+    """Holds each frame until the ``frames`` after it are tracked, then gives it back with its faces placed by
+    :func:`line_fit` over their raw meshes (``TrackedFace.raw``); ``measured(frame, mesh)`` makes the face of a
+    placed mesh (box, five points, pose, the gate's measurements). Frames come back in their order."""
 
     def __init__(self, frames: int, measured: Callable[[Frame, np.ndarray], Face]) -> None:
         self.frames = frames
@@ -99,11 +81,10 @@ class LookAhead(Generic[Frame]):
             return
         index, self._next = self._next, self._next + 1
         for face in faces:
-            raw = (face.raw if face.raw is not None else face.face.landmarks)[:, :2]
             runs = self._runs.setdefault(face.track_id, [])
             if cut or not runs or runs[-1].end != index:  # a new shot, or the face is back after a gap
-                runs.append(_Run(index, raw.copy()))
-            runs[-1].heads.append(_head(align.similarity(runs[-1].reference, raw)))
+                runs.append(_Run(index))
+            runs[-1].meshes.append(face.raw if face.raw is not None else face.face.landmarks)
         self._waiting.append((index, Placed(frame, faces, cut)))
         while self._waiting and self._waiting[0][0] + self.frames < index + 1:
             yield self._place(*self._waiting.popleft())
@@ -118,26 +99,20 @@ class LookAhead(Generic[Frame]):
         for face in waiting.faces:
             run = next(r for r in self._runs[face.track_id] if r.start <= index < r.end)
             first = max(run.start, index - self.frames)
-            window = run.heads[first - run.start:min(run.end, index + self.frames + 1) - run.start]
-            mesh = face.face.landmarks
-            assert mesh is not None
-            # the tracker's mesh taken from its own head placement to the fitted one: its shape is kept
-            own = cv2.invertAffineTransform(align.similarity(run.reference, mesh[:, :2]))
-            fitted = _matrix(line_fit(window, index - first).astype(np.float64))
-            moved = np.column_stack([fitted[:, :2] @ own[:, :2], fitted[:, :2] @ own[:, 2] + fitted[:, 2]])
-            placed = self.measured(waiting.frame, align.apply(moved, mesh).astype(np.float32))
+            window = run.meshes[first - run.start:min(run.end, index + self.frames + 1) - run.start]
+            placed = self.measured(waiting.frame, line_fit(window, index - first))
             faces.append(replace(face, face=placed))
         self._forget(index - self.frames)
         return replace(waiting, faces=faces)
 
     def _forget(self, before: int) -> None:
-        """Drop the measurements of the frames before frame ``before``: no waiting frame reaches them, and a face
-        followed for the whole clip keeps ``2 × frames + 1`` of them, not one per frame."""
+        """Drop the meshes of the frames before frame ``before``: no waiting frame reaches them, and a face
+        followed for the whole clip keeps ``2 × frames + 1`` meshes, not one per frame."""
         for track_id in list(self._runs):
             kept = [r for r in self._runs[track_id] if r.end > before]
             for run in kept:
                 if run.start < before:
-                    del run.heads[:before - run.start]
+                    del run.meshes[:before - run.start]
                     run.start = before
             if kept:
                 self._runs[track_id] = kept
