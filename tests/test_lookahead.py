@@ -15,7 +15,7 @@ import pytest
 from facefuse.analysis.types import Face
 from facefuse.video import VideoOptions
 from facefuse.video.lookahead import LookAhead, line_fit
-from facefuse.video.tracking import FaceTracker, TrackedFace
+from facefuse.video.tracking import FaceTracker, TrackedFace, moved_face
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
@@ -40,7 +40,7 @@ def test_a_line_fit_follows_a_steady_movement_to_the_ends_and_averages_noise():
 
 def test_frames_come_back_in_order_placed_from_the_frames_around_them():
     placed_at = []
-    look = LookAhead(2, lambda frame, mesh: _face(mesh))
+    look = LookAhead(2, lambda face, mesh: _face(mesh))
     rng = np.random.default_rng(0)
     raws = [np.full((3, 2), float(i), np.float32) + rng.normal(0, 0.5, (3, 2)).astype(np.float32)
             for i in range(20)]
@@ -57,7 +57,7 @@ def test_frames_come_back_in_order_placed_from_the_frames_around_them():
 
 
 def test_no_frame_is_placed_from_across_a_cut_or_a_gap():
-    look = LookAhead(3, lambda frame, mesh: _face(mesh))
+    look = LookAhead(3, lambda face, mesh: _face(mesh))
     shots = [np.zeros((1, 2), np.float32)] * 5 + [np.full((1, 2), 100.0, np.float32)] * 5
     out = []
     for i, raw in enumerate(shots):
@@ -65,7 +65,7 @@ def test_no_frame_is_placed_from_across_a_cut_or_a_gap():
     out += look.flush()
     assert [float(p.faces[0].face.landmarks.max()) for p in out] == [0.0] * 5 + [100.0] * 5
     assert [p.cut for p in out] == [i == 5 for i in range(10)]
-    look = LookAhead(3, lambda frame, mesh: _face(mesh))  # the face missing from frame 4: a run ends there
+    look = LookAhead(3, lambda face, mesh: _face(mesh))  # the face missing from frame 4: a run ends there
     out = []
     for i in range(9):
         faces = [] if i == 4 else [_tracked(1, np.full((1, 2), 0.0 if i < 4 else 50.0, np.float32))]
@@ -75,11 +75,11 @@ def test_no_frame_is_placed_from_across_a_cut_or_a_gap():
 
 
 def test_meshes_kept_stay_bounded_and_zero_frames_pass_straight_through():
-    look = LookAhead(4, lambda frame, mesh: _face(mesh))
+    look = LookAhead(4, lambda face, mesh: _face(mesh))
     for i in range(300):
         list(look.push(i, [_tracked(1, np.zeros((468, 3), np.float32))], cut=False))
     assert sum(len(run.meshes) for runs in look._runs.values() for run in runs) <= 2 * 4 + 1
-    through = LookAhead(0, lambda frame, mesh: pytest.fail("nothing is placed with no look-ahead"))
+    through = LookAhead(0, lambda face, mesh: pytest.fail("nothing is placed with no look-ahead"))
     faces = [_tracked(3, np.zeros((1, 2), np.float32))]
     (passed,) = list(through.push("frame", faces, cut=True))
     assert passed.faces is faces and passed.cut and passed.frame == "frame"
@@ -103,7 +103,7 @@ def test_followed_meshes_jitter_less_than_the_causal_filters_on_a_known_camera_p
     reference = max(fuser.analyze(photo).faces, key=lambda f: f.area).landmarks[:, :2].astype(np.float64)
     truth = np.array([cv2.transform(reference[None], m)[0] for m in matrices])
     tracker = FaceTracker(fuser.analyzer, VideoOptions(), fuser.gate, False, "largest")
-    look = LookAhead(VideoOptions().look_ahead, lambda frame, mesh: tracker.followed_face(frame, mesh))
+    look = LookAhead(VideoOptions().look_ahead, moved_face)
     causal, placed = [], []
     for i, frame in enumerate(frames):
         (face,) = tracker.step(frame, i / PORTRAIT_FPS)

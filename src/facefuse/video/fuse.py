@@ -45,7 +45,7 @@ from .options import VideoOptions, VideoProgress, VideoResult
 from .parsing import ParsingTurn
 from .smoothing import LutTurn
 from .lookahead import LookAhead, Placed
-from .tracking import FaceTracker, signature
+from .tracking import FaceTracker, moved_face, signature
 from .turns import FaceTurns
 
 CHECKPOINT = "checkpoint.json"
@@ -140,9 +140,7 @@ class _Run:
                                    else None)
         self.turns = FaceTurns(video, prepared)  # per track: the colour average, the segmenter output carried…
         # frames wait here until the frames after them are tracked (0 frames: they pass straight through)
-        self.look_ahead: LookAhead[DecodedFrame] = LookAhead(
-            video.look_ahead if video.smoothing else 0,
-            lambda frame, mesh: self.tracker.followed_face(frame.image, mesh))
+        self.look_ahead: LookAhead[DecodedFrame] = LookAhead(video.look_ahead if video.smoothing else 0, moved_face)
         self.segment: _Segment | None = None  # the segment being encoded
         self.done = 0  # frames written so far (this run's and the resumed ones)
         # seconds each stage was busy on its thread (they overlap); "fuse" is the frame's stages (gate … label) on

@@ -64,12 +64,12 @@ def line_fit(meshes: list[np.ndarray], at: int) -> np.ndarray:
 
 class LookAhead(Generic[Frame]):
     """Holds each frame until the ``frames`` after it are tracked, then gives it back with its faces placed by
-    :func:`line_fit` over their raw meshes (``TrackedFace.raw``); ``measured(frame, mesh)`` makes the face of a
-    placed mesh (box, five points, pose, the gate's measurements). Frames come back in their order."""
+    :func:`line_fit` over their raw meshes (``TrackedFace.raw``); ``moved(face, mesh)`` makes the tracker's face
+    one with the placed mesh. Frames come back in their order."""
 
-    def __init__(self, frames: int, measured: Callable[[Frame, np.ndarray], Face]) -> None:
+    def __init__(self, frames: int, moved: Callable[[Face, np.ndarray], Face]) -> None:
         self.frames = frames
-        self.measured = measured
+        self.moved = moved
         self._waiting: deque[tuple[int, Placed[Frame]]] = deque()
         self._runs: dict[int, list[_Run]] = {}  # per track id, its runs still within reach of a waiting frame
         self._next = 0
@@ -100,8 +100,7 @@ class LookAhead(Generic[Frame]):
             run = next(r for r in self._runs[face.track_id] if r.start <= index < r.end)
             first = max(run.start, index - self.frames)
             window = run.meshes[first - run.start:min(run.end, index + self.frames + 1) - run.start]
-            placed = self.measured(waiting.frame, line_fit(window, index - first))
-            faces.append(replace(face, face=placed))
+            faces.append(replace(face, face=self.moved(face.face, line_fit(window, index - first))))
         self._forget(index - self.frames)
         return replace(waiting, faces=faces)
 
