@@ -261,7 +261,7 @@ def memory(fuser: Fuser, clip: Path, workdir: Path) -> tuple[float, float, int, 
 PORTRAIT_SIZES = {"720p": (1280, 720), "1080p": (1920, 1080)}
 
 
-def self_swap_rows(fuser: Fuser, clips: dict[str, Path], frames: int) -> list[str]:
+def self_swap_rows(fuser: Fuser, clips: dict[str, Path], frames: int, look_ahead: int = 0) -> list[str]:
     """The portrait clips fused with the photo they were made from as the source: the face cannot look different,
     so what the stability columns show is the fused face moving against its frame (tracking and smoothing) — which
     a cross-person row can hide when the judge's landmarks on the new face happen to be steadier. Then the same
@@ -283,8 +283,8 @@ def self_swap_rows(fuser: Fuser, clips: dict[str, Path], frames: int) -> list[st
             floor = portrait_motion(target, PORTRAIT_SIZES[name])
             for source, smoothing in ((OWN_PHOTO[name], True), (OWN_PHOTO[name], False), (SOURCE, True)):
                 out = Path(folder) / "self.mp4"
-                fuse_video(source, clip, out, FusionOptions(visible_label=False), VideoOptions(smoothing=smoothing),
-                           fuser=fuser)
+                fuse_video(source, clip, out, FusionOptions(visible_label=False),
+                           VideoOptions(smoothing=smoothing, look_ahead=look_ahead), fuser=fuser)
                 output = rgb_frames(out)
                 moved = portrait_motion(output, PORTRAIT_SIZES[name])
                 registered.append(f"| {name} portrait | {'its own photo' if source != SOURCE else source.name} | "
@@ -437,6 +437,8 @@ def main() -> None:
     parser.add_argument("--speed", action="store_true", help="only the throughput table, printed, not written")
     parser.add_argument("--stability-only", action="store_true",
                         help="no throughput or memory rows (runs of several trees at once, for their stability)")
+    parser.add_argument("--look-ahead", type=int, default=0, metavar="N",
+                        help="VideoOptions.look_ahead of the stability rows (the twentieth stop's section: 4)")
     parser.add_argument("--section", default="video", help="results section to write (one per check kept)")
     parser.add_argument("--title", default="Video", help="the section's heading")
     parser.add_argument("--stream-weights", default="", metavar="W,W,...",
@@ -462,7 +464,8 @@ def main() -> None:
     lines = [f"## {args.title}", "", (f"`benchmarks/video.py{' --quick' if args.quick else ''}` on {machine()}; the VM was "
              "shared with other jobs, so wall-clock figures are noisy: CPU ms per frame is the steadier one. "
              "Source `biden.jpg`, mesh engine, default options (detection every 10 frames, x264 veryfast CRF 20, "
-             "visible label on)."), ""]
+             "visible label on)" + (f"; the stability rows with look-ahead {args.look_ahead} frames a side "
+                                    f"(`--look-ahead {args.look_ahead}`)" if args.look_ahead else "") + "."), ""]
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
         clips, steady = {}, {}
@@ -530,7 +533,8 @@ def main() -> None:
                 out = work / f"s{smoothing}{every}.mp4"
                 watch = FusedFaces()
                 result = fuse_video(SOURCE, clip, out, FusionOptions(visible_label=False),
-                                    VideoOptions(smoothing=smoothing, masks_every=every),
+                                    VideoOptions(smoothing=smoothing, masks_every=every,
+                                                 look_ahead=args.look_ahead),
                                     fuser=fuser.with_stage(watch, after="align"))
                 output = rgb_frames(out)
                 s = stability(fuser, target, output)
@@ -541,7 +545,7 @@ def main() -> None:
                              f" | {found.cosine:.3f} | {found.closer:.0%} of {found.judged} ({found.fused} fused) | "
                              f"{result.frames_fused}/{result.frames} |")
         lines += ["", "Goal: the output moves and flickers no more than the target (differences ≤ 0).", ""]
-        lines += self_swap_rows(fuser, steady, steady_frames)
+        lines += self_swap_rows(fuser, steady, steady_frames, args.look_ahead)
         lines += followed_mesh_rows(fuser, steady)
 
         result = fuse_video(SOURCE, HAMILTON, work / "hamilton.mp4", fuser=fuser)

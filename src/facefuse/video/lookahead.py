@@ -8,7 +8,10 @@ noise averaged over up to 2 × ``look_ahead`` + 1 frames. The fit never reaches 
 which the face was not followed; at the ends of such a run it uses the frames there are.
 
 The frames wait here ``look_ahead`` frames before they are fused (``look_ahead`` decoded frames held in memory); a
-resumed run starts the tracking afresh at its segment, as without look-ahead.
+resumed run starts the tracking afresh at its segment, as without look-ahead. Off by default
+(``VideoOptions.look_ahead = 0``): a head that speeds up or stops within the window is placed off its face (the
+real clip's singer: doubled eyes in those frames, docs/video.md), which the causal filters, whose gains rise with
+surprise, follow; for steady footage it removes the jitter those filters leave.
 """
 
 from __future__ import annotations
