@@ -1,7 +1,7 @@
 """Look-ahead smoothing of a video file's landmarks (facefuse.video.lookahead): a straight line fitted over the frames
-around each one, never across a cut or a gap, frames given back in order, memory bounded; and on a clip whose
-camera path is known exactly, the followed meshes placed this way jitter less than the causal filter's, without
-lag."""
+around each one, the causal filter's mesh where the head speeds up or stops, never across a cut or a gap, frames
+given back in order, memory bounded; and on a clip whose camera path is known exactly, the followed meshes placed
+this way jitter less than the causal filter's, without lag."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 from facefuse.analysis.types import Face
 from facefuse.video import VideoOptions
-from facefuse.video.lookahead import LookAhead, line_fit
+from facefuse.video.lookahead import LookAhead, line_fit, parabola_fit
 from facefuse.video.tracking import FaceTracker, TrackedFace, moved_face
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -23,6 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 def _face(mesh: np.ndarray) -> Face:
     return Face(box=np.array([0, 0, 1, 1], np.float32), score=1.0, keypoints=np.zeros((5, 2), np.float32),
                 landmarks=mesh.astype(np.float32))
+
+
+WIDE = np.array([[0.0, 0.0], [100.0, 30.0], [200.0, 0.0]], np.float32)  # three points of a face 200 px wide
 
 
 def _tracked(track_id: int, raw: np.ndarray) -> TrackedFace:
@@ -42,8 +45,7 @@ def test_frames_come_back_in_order_placed_from_the_frames_around_them():
     placed_at = []
     look = LookAhead(2, lambda face, mesh: _face(mesh))
     rng = np.random.default_rng(0)
-    raws = [np.full((3, 2), float(i), np.float32) + rng.normal(0, 0.5, (3, 2)).astype(np.float32)
-            for i in range(20)]
+    raws = [WIDE + float(i) + rng.normal(0, 0.5, (3, 2)).astype(np.float32) for i in range(20)]
     for i, raw in enumerate(raws):
         ready = list(look.push(i, [_tracked(7, raw)], cut=False))
         assert [p.frame for p in ready] == ([i - 2] if i >= 2 else [])  # two frames late, one at a time
@@ -51,9 +53,29 @@ def test_frames_come_back_in_order_placed_from_the_frames_around_them():
     placed_at += list(look.flush())
     assert [p.frame for p in placed_at] == list(range(20))
     placed = np.array([p.faces[0].face.landmarks for p in placed_at])
-    truth = np.arange(20, dtype=np.float32)[:, None, None]
+    truth = WIDE + np.arange(20, dtype=np.float32)[:, None, None]
     assert np.abs(placed - truth).mean() < 0.75 * np.abs(np.array(raws) - truth).mean()  # less noise, no lag
     assert all(p.faces[0].track_id == 7 and p.faces[0].raw is not None for p in placed_at)
+
+
+def test_a_parabola_fit_follows_a_turn_and_a_head_that_stops_keeps_the_causal_mesh():
+    turning = [WIDE + 0.5 * t * t for t in range(9)]
+    for at in (0, 4, 8):
+        assert np.allclose(parabola_fit(turning, at), turning[at], atol=1e-3)
+    # 4 px a frame, then still from frame 10: the frames around the stop are the causal filter's (+1000 in
+    # _tracked), blended at the window's edge (7 and 13), the line's further off; a steady drift with noise is the
+    # line's throughout
+    stops = [WIDE + 4.0 * min(t, 10) for t in range(20)]
+    rng = np.random.default_rng(1)
+    drifts = [WIDE + 2.0 * t + rng.normal(0, 0.5, (3, 2)).astype(np.float32) for t in range(20)]
+    for raws, causal_frames, blended in ((stops, set(range(8, 13)), {7, 13}), (drifts, set(), set())):
+        look = LookAhead(4, lambda face, mesh: _face(mesh))
+        out = [p for i, raw in enumerate(raws) for p in look.push(i, [_tracked(1, raw)], cut=False)]
+        out += look.flush()
+        causal = {p.frame for p in out if np.allclose(p.faces[0].face.landmarks, raws[p.frame] + 1000.0)}
+        lined = {p.frame for p in out if np.abs(p.faces[0].face.landmarks - raws[p.frame]).max() < 2.0}
+        assert causal_frames <= causal and causal_frames.isdisjoint(lined), (sorted(causal), sorted(lined))
+        assert set(range(20)) - causal_frames - blended <= lined  # far from the stop, anywhere in a drift: the line
 
 
 def test_no_frame_is_placed_from_across_a_cut_or_a_gap():

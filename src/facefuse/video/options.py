@@ -41,12 +41,10 @@ class VideoOptions(Options):
                                   "shape changes (per face width per second): a turning or speaking face's shape lags "
                                   "at most its width / (2π × this); the head's movement has its own filter, which "
                                   "does not lag a steady movement", ge=0, le=1000)
-    # off by default: on the real clip a head that speeds up or stops within the window is placed off its face,
-    # and the fused face showed doubled eyes in those frames (benchmarks/video.py; docs/video.md)
-    look_ahead: int = option(0, "Look-ahead", "frames on each side a video file's landmarks are smoothed over (try "
-                             "4 for steady footage: each frame's face is placed by a straight line fitted to its "
-                             "followed meshes around it, which removes jitter without lag, but misplaces a head that "
-                             "moves fast; 0: the frames before only, as for the live camera)", ge=0, le=15)
+    look_ahead: int = option(4, "Look-ahead", "frames on each side a video file's landmarks are smoothed over: each "
+                             "frame's face is placed by a straight line fitted to its followed meshes around it, "
+                             "which removes jitter without lag; where the head speeds up or stops within them, by "
+                             "the causal filter (0: the frames before only, as for the live camera)", ge=0, le=15)
     colour_weight: float = option(0.15, "Colour averaging weight", "0–1: weight of each frame in the running "
                                   "average of the colour correction (1 = no averaging)", gt=0, le=1)
     scene_cut: float = option(0.3, "Scene-cut threshold", "histogram (Bhattacharyya) distance between neighbouring "
