@@ -370,6 +370,26 @@ def test_a_photo_fused_with_itself_comes_back_nearly_unchanged(fuser, faces_dir,
     assert np.isnan(colour) if "howard" in photo else 0.9 <= colour <= 1.1, colour
 
 
+def test_light_from_shape_relights_a_new_face_and_gives_a_self_fusion_back(fuser, faces_dir):
+    """``light="shape"``: the target's light on the new face's normals, interpolated over the render's grid nodes (a
+    Schemathesis request found the interpolation reading the ring's vertices, which have no normals: a 500). A photo
+    fused with itself comes back as with the default light (≥ 35 dB on the bare skin); a cross pair's skin differs
+    from the default's by a few levels, not by garbage."""
+    from facefuse_eval.pose_judge import PoseJudge
+    from facefuse_eval.skin import bare_skin_zone
+
+    obama, biden = faces_dir / "face_recognition" / "obama.jpg", faces_dir / "face_recognition" / "biden.jpg"
+    target = fuser.analyze(obama)
+    judge = PoseJudge()
+    zone = bare_skin_zone(judge.landmarks(target.image, judge.face_rect(target.image, target.faces[0].box)),
+                          target.image.shape)
+    itself = fuser.fuse(obama, obama, FusionOptions(visible_label=False, light="shape")).image
+    assert 10 * np.log10(255.0 ** 2 / np.mean((itself[zone].astype(np.float64) - target.image[zone]) ** 2)) >= 35
+    shape, shading = (fuser.fuse(biden, obama, FusionOptions(visible_label=False, light=light)).image
+                      for light in ("shape", "shading"))
+    assert 0.5 < np.abs(shape[zone].astype(np.float64) - shading[zone]).mean() < 15
+
+
 @pytest.mark.parametrize("photo", ["hard/same-person/jay_chou/01_studio_tilted_warm.jpg", "face_recognition/obama.jpg",
                                    "face-api-js/howard/howard1.png", "face_recognition/biden.jpg"])
 def test_a_photo_fused_with_itself_keeps_its_lips(fuser, faces_dir, photo):

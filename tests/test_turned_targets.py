@@ -14,6 +14,8 @@ import pytest
 
 from facefuse.fusion.engine import FusionOptions
 from facefuse.fusion.mesh_engine import frontal, mirror_fill, surface_triangles
+from facefuse.geometry import mesh
+from facefuse.geometry.regions import FACE_OVAL, LEFT_EYE, RIGHT_EYE, polygon_mask
 from facefuse_eval.seams import bar_and_seam, forehead_band
 from facefuse_eval.warp_folds import folded_share, projection_triangles
 
@@ -75,3 +77,49 @@ def test_a_turned_source_on_a_frontal_target_leaves_no_bar_or_seam_on_the_forehe
                        FusionOptions(visible_label=False)).image
     own_step, fused_step = bar_and_seam(photo, band)[1], bar_and_seam(fused, band)[1]
     assert fused_step < 2 * own_step, (fused_step, own_step)
+
+
+def test_every_remap_node_reads_its_own_triangle_even_beside_a_sliver():
+    """A sliver (a turned face's far jaw squeezed to a fraction of a pixel) along the diagonal of a square, the
+    tables on the engine's 1/4 grid: the rasteriser gives the sliver nodes up to a few pixels outside itself, where
+    its affine map — a wide source triangle onto a 0.4 px one — reads far outside the source. Every node must read
+    its own triangle's source within the slack (so no pixel of the tables leaves the source's extent by more), and
+    nodes well inside a triangle their exact affine map."""
+    dst = np.array([[0, 0], [160, 0], [0, 160], [80.3, 80.3], [160, 160]], np.float64)
+    src = np.array([[0, 0], [160, 0], [0, 160], [128, 128], [160, 160]], np.float64)  # the sliver's source is wide
+    triangles = np.array([[0, 1, 2], [1, 3, 4], [2, 3, 4], [1, 2, 3]], np.int32)  # the sliver drawn last
+    step = 4
+    ids = mesh.rasterize(dst, triangles, (192, 192), step)
+    nodes = (np.argwhere(ids == 3) + 0.5) * step - 0.5
+    assert np.abs(nodes.sum(1) - 160).max() > 1  # the sliver owns nodes a pixel or more off its own line
+    ((map_x, map_y),), _ = mesh.remap_tables(ids, [src], dst, triangles, step, photos=1)
+    inside = np.zeros((192, 192), bool)
+    inside[:161, :161] = True
+    low, high = -mesh.SLACK, 160 + mesh.SLACK  # the source's extent, and the slack a node may read outside its own
+    assert low <= map_x[inside].min() and map_x[inside].max() <= high
+    assert low <= map_y[inside].min() and map_y[inside].max() <= high
+    ys, xs = np.mgrid[8:60, 8:60]  # well inside the first triangle, whose map is the identity
+    assert np.allclose(map_x[ys, xs], xs, atol=1e-3) and np.allclose(map_y[ys, xs], ys, atol=1e-3)
+
+
+def test_a_turned_targets_jaw_shows_no_blot_of_the_source_backdrop(fuser, faces_dir):
+    """elon_musk before a blue backdrop onto yang_mi's turned selfie: a node of a sliver on her far jaw line read
+    far outside his face, and the upsampled table drew a round blot of the backdrop there (15 blue pixels)."""
+    people = faces_dir / "hard" / "same-person"
+    target = people / "yang_mi" / "01_selfie_indoor_ambient.jpg"
+    fused = fuser.fuse(people / "elon_musk" / "01_event_smiling_blue_backdrop.jpg", target,
+                       FusionOptions(visible_label=False)).image
+    photo = cv2.cvtColor(cv2.imread(str(target)), cv2.COLOR_BGR2RGB)
+    face = max(fuser.analyze(target).faces, key=lambda f: f.area)
+    size = photo.shape[:2]
+    reach = int(0.05 * face.box[2])  # the blot sat on the jaw line: the oval grown a little, the eyes left out
+
+    def grown(mask: np.ndarray) -> np.ndarray:
+        return cv2.dilate((mask > 0.5).astype(np.uint8), np.ones((2 * reach + 1,) * 2, np.uint8)) > 0
+
+    points = face.landmarks[:, :2]
+    face_and_rim = grown(polygon_mask(points[FACE_OVAL], size)) & ~grown(polygon_mask(points[RIGHT_EYE], size,
+                                                                                      points[LEFT_EYE]))
+    blue = (cv2.cvtColor(fused, cv2.COLOR_RGB2Lab)[..., 2].astype(int) - 128 < -12) & \
+        (cv2.cvtColor(photo, cv2.COLOR_RGB2Lab)[..., 2].astype(int) - 128 > -5)
+    assert int((blue & face_and_rim).sum()) == 0

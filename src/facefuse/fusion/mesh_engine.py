@@ -414,7 +414,6 @@ class MeshFusionEngine:
         dst_all = np.concatenate([dest, ring_t, fixed])
         topology = None if carry is None else carry.topology(lambda: face_topology(target_3d))
         triangles = surface_triangles(target_3d, dest, np.concatenate([ring_t, fixed]), topology)
-        ids = mesh.rasterize(dst_all, triangles, (size, size), MAP_STEP)
         sources = [np.concatenate([target_pts, ring_t, fixed]), np.concatenate([source_pts, ring_s, fixed])]
         mirror = mirror_fill(source.face, target_face) if carry is None else \
             carry.mirror(lambda: mirror_fill(source.face, target_face))
@@ -425,7 +424,10 @@ class MeshFusionEngine:
             sources.append(np.concatenate([source_pts[partners], ring_s, fixed]))
             sources.append(np.concatenate([np.column_stack([weights, np.zeros_like(weights)]),
                                            np.zeros((len(ring_s) + len(fixed), 2))]))
-        tables = mesh.remap_tables(ids, sources, dst_all, triangles, MAP_STEP)
+        # the target, the source and its mirror are photos' points (the mirror's weights are not): a node whose
+        # reading falls off its triangle in one of them is placed again (mesh.placed_nodes: a blot otherwise)
+        ids = mesh.rasterize(dst_all, triangles, (size, size), MAP_STEP)
+        tables, nodes = mesh.remap_tables(ids, sources, dst_all, triangles, MAP_STEP, photos=min(len(sources), 3))
         # the target's pixels move up to the ring, so the region that may change reaches half way to it; the
         # source's face covers the whole oval: the target's jaw line and cheeks reshaped, not its skin
         mask, keep, region = face_masks(dest, size, feature, region_scale=(1 + RING_SCALE) / 2, region_feather=2,
@@ -472,7 +474,7 @@ class MeshFusionEngine:
             vertex = [vertex_normals(points, face_tris) for points in (new_3d, source_3d, target_3d)]
             if mirror is not None:
                 vertex[1] = mirrored(vertex[1], face_axes(source_3d), *mirror)
-            normals = normal_maps(ids, dst_all, triangles, vertex, MAP_STEP)
+            normals = normal_maps(nodes, vertex)
         source_map = SourceMap(tables[1], source_to_crop) if mirror is None else \
             SourceMap(tables[1], source_to_crop, tables[2], tables[3][0])
         return RenderedFace(crop=warped_source, target_crop=warped_target, mask=mask, matrix=to_crop,

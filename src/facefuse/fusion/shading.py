@@ -80,31 +80,23 @@ def mirrored(normals: np.ndarray, axes: np.ndarray, partners: np.ndarray, weight
     return blended / np.maximum(np.linalg.norm(blended, axis=1, keepdims=True), 1e-9)
 
 
-def normal_maps(ids: np.ndarray, dst: np.ndarray, triangles: np.ndarray, vertex: list[np.ndarray],
-                step: int) -> ShapeNormals:
-    """Per-pixel normals from the per-vertex ``vertex`` normals (new, source, target; vertex order = ``dst``'s
-    first points), interpolated over the triangles of ``dst`` rasterised in ``ids`` (1/``step`` grid) and upsampled
-    to the crop; 0 outside the face mesh."""
-    faces = len(vertex[0])
-    face_tris = np.all(triangles < faces, axis=1)
-    height, width = ids.shape
-    ys, xs = (np.mgrid[0:height, 0:width].astype(np.float32) + 0.5) * step - 0.5
-    inside = (ids >= 0)
-    inside[inside] = face_tris[ids[inside]]
-    owner = ids[inside]
+def normal_maps(nodes: mesh.MeshNodes, vertex: list[np.ndarray]) -> ShapeNormals:
+    """Per-pixel normals from the per-vertex ``vertex`` normals (new, source, target; vertex order = the mesh's
+    first points, the face's), interpolated over the face's triangles at the ``nodes`` and upsampled to the crop;
+    0 outside the face mesh."""
+    face_node = np.all(nodes.triangles[nodes.owner] < len(vertex[0]), axis=1)  # the ring and border have none
+    inside = nodes.inside.copy()
+    inside[inside] = face_node
+    in_face = np.nonzero(face_node)[0]
     maps = []
     for own in vertex:
-        normals = np.zeros((len(dst), 3))
-        normals[:faces] = own
-        values = np.zeros((height, width, 3), np.float32)
-        for axis in range(3):
-            # a "point set" whose x is the value: the triangles' affine maps interpolate it barycentrically
-            as_points = np.column_stack([normals[:, axis], np.zeros(len(dst))])
-            m = mesh.triangle_affines(as_points, dst, triangles)[owner]
-            values[..., axis][inside] = m[:, 0, 0] * xs[inside] + m[:, 0, 1] * ys[inside] + m[:, 0, 2]
+        padded = np.zeros((int(nodes.triangles.max()) + 1, 3))  # the ring's and border's vertices: never read
+        padded[:len(own)] = own
+        values = np.zeros((*inside.shape, 3), np.float32)
+        values[inside] = nodes.at_nodes(padded, in_face)
         norm = np.linalg.norm(values, axis=2, keepdims=True)
         values = np.where(norm > 1e-6, values / np.maximum(norm, 1e-6), 0.0).astype(np.float32)
-        maps.append(cv2.resize(values, (width * step, height * step), interpolation=cv2.INTER_LINEAR))
+        maps.append(nodes.upsampled(values))
     return ShapeNormals(*maps)
 
 
