@@ -34,6 +34,7 @@ import numpy as np
 
 from ..errors import ErrorCode, FacefuseError
 from ..imageio import AI_LABEL_TEXT, IPTC_AI_SOURCE, XMP_LABEL
+from .yuv import converts, yuv420_frame
 
 AI_LABEL_VIDEO = "AI-generated video (face fusion by facefuse)"
 CONTAINERS = {".mp4": "mp4", ".mov": "mov", ".m4v": "mp4", ".mkv": "matroska"}
@@ -278,6 +279,7 @@ class SegmentEncoder:
             options["x265-params"] = "bframes=0:log-level=error"
         ctx.options = options
         self.stream = stream
+        self._by_opencv = converts(stream.pix_fmt, info.width, info.height)  # fused RGB → YUV (.yuv explains why)
         self.frames = 0
         self._queue: queue.Queue[tuple[av.VideoFrame | np.ndarray, int] | None] = queue.Queue(ENCODE_QUEUE)
         self._error: BaseException | None = None
@@ -304,7 +306,10 @@ class SegmentEncoder:
 
     def _encode(self, frame: av.VideoFrame | np.ndarray, pts: int) -> None:
         if isinstance(frame, np.ndarray):
-            frame = av.VideoFrame.from_ndarray(frame, format="rgb24")
+            if self._by_opencv:
+                frame = yuv420_frame(frame, self.stream.pix_fmt, self.info.colorspace, self.info.color_range)
+            else:
+                frame = av.VideoFrame.from_ndarray(frame, format="rgb24")
         if frame.format.name != self.stream.pix_fmt:
             frame = frame.reformat(format=self.stream.pix_fmt, dst_colorspace=self.info.colorspace or None,
                                    dst_color_range=self.info.color_range or None)
