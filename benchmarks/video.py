@@ -37,6 +37,7 @@ from facefuse.pipeline import Fuser
 from facefuse.stages.base import Stage
 from facefuse.stages.record import Record
 from facefuse.video import VideoOptions, VideoProgress, fuse_video, tracking
+from facefuse.video.fuse import fuse_workers
 from facefuse.video.smoothing import OneEuroFilter
 from facefuse_eval.fusion import IdentityJudge
 from facefuse_eval.motion import RegisteredMotion, registered_motion
@@ -95,31 +96,46 @@ VARIANT_TITLES = {"stream_weights": "The segmenter's running average in video, w
 STAGES = ("decode", "track", "fuse", "render", "segment", "blend", "label", "encode", "encode_wait", "assemble")
 
 
-def throughput(fuser: Fuser, clips: dict[str, Path], runs: int,
-               workdir: Path) -> dict[str, tuple[float, float, dict[str, float]]]:
-    """Per clip: median frames/s (wall), median CPU ms per frame (the process, all threads) and the median ms per
-    frame each stage was busy (the stages run on their own threads, so they overlap and sum to more than the
-    wall time). The clips take turns run by run, so a noisy neighbour slows all of them alike."""
-    samples: dict[str, list[tuple[float, float, dict[str, float]]]] = {name: [] for name in clips}
+def opencv_pools() -> dict[str, int]:
+    """OpenCV's pool as a library caller has it (a thread per core) and as ``facefuse video`` sizes it for its own
+    process (``runtime.size_opencv_pool``: one fusion thread's share of the cores)."""
+    return {"library default": cv2.getNumThreads(), "as `facefuse video`": max(1, (os.cpu_count() or 1) // fuse_workers())}
+
+
+def throughput(fuser: Fuser, clips: dict[str, Path], runs: int, workdir: Path,
+               pools: dict[str, int]) -> dict[tuple[str, str], tuple[float, float, dict[str, float]]]:
+    """Per clip and OpenCV pool: median frames/s (wall), median CPU ms per frame (the process, all threads) and the
+    median ms per frame each stage was busy (the stages run on their own threads, so they overlap and sum to more
+    than the wall time). The clips and pools take turns run by run, so a noisy neighbour slows all of them alike;
+    the pool is left at its first size."""
+    samples: dict[tuple[str, str], list[tuple[float, float, dict[str, float]]]] = {
+        (name, pool): [] for name in clips for pool in pools}
     for i in range(runs):
         for name, clip in clips.items():
-            start_cpu = time.process_time()
-            result = fuse_video(SOURCE, clip, workdir / f"t{i}.mp4", fuser=fuser)
-            cpu = (time.process_time() - start_cpu) * 1000 / result.frames
-            stages = {k: v * 1000 / result.frames for k, v in result.timings_s.items()}
-            samples[name].append((result.fps, cpu, stages))
-    return {name: (median([r[0] for r in rows]), median([r[1] for r in rows]),
-                   {k: median([r[2].get(k, 0.0) for r in rows]) for k in STAGES}) for name, rows in samples.items()}
+            for pool, threads in pools.items():
+                cv2.setNumThreads(threads)
+                start_cpu = time.process_time()
+                result = fuse_video(SOURCE, clip, workdir / f"t{i}.mp4", fuser=fuser)
+                cpu = (time.process_time() - start_cpu) * 1000 / result.frames
+                stages = {k: v * 1000 / result.frames for k, v in result.timings_s.items()}
+                samples[(name, pool)].append((result.fps, cpu, stages))
+    cv2.setNumThreads(next(iter(pools.values())))
+    return {key: (median([r[0] for r in rows]), median([r[1] for r in rows]),
+                  {k: median([r[2].get(k, 0.0) for r in rows]) for k in STAGES}) for key, rows in samples.items()}
 
 
 def speed_rows(fuser: Fuser, clips: dict[str, Path], runs: int, workdir: Path) -> list[str]:
-    lines = [("| clip | frames/s (wall, median) | CPU ms/frame | stage ms per frame (busy, median): "
-              + " / ".join(STAGES) + " |"), "|---|---|---|---|"]
+    pools = opencv_pools()
+    lines = [("| clip | OpenCV pool (threads) | frames/s (wall, median) | CPU ms/frame | stage ms per frame (busy, "
+              "median): " + " / ".join(STAGES) + " |"), "|---|---|---|---|---|"]
     load_before = os.getloadavg()[0]
-    for name, (fps, cpu, stages) in throughput(fuser, clips, runs, workdir).items():
-        lines.append(f"| {name} | {fps:.1f} | {cpu:.0f} | " + " / ".join(f"{stages[k]:.1f}" for k in STAGES) + " |")
+    for (name, pool), (fps, cpu, stages) in throughput(fuser, clips, runs, workdir, pools).items():
+        lines.append(f"| {name} | {pool} ({pools[pool]}) | {fps:.1f} | {cpu:.0f} | "
+                     + " / ".join(f"{stages[k]:.1f}" for k in STAGES) + " |")
     lines += ["", (f"Load average (1 min) at the start / end of these runs: {load_before:.1f} / "
-              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores."), ""]
+              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores. OpenCV pool: a library caller's (OpenCV's "
+              "default, a thread per core) and the one `facefuse video` gives its own process (one fusion "
+              "thread's share of the cores, `runtime.size_opencv_pool`), taking turns run by run."), ""]
     return lines
 
 
