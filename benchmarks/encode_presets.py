@@ -1,5 +1,5 @@
 """The video encoder's share of a frame, per x264 preset: CPU ms per frame of the pipeline's own encoder
-(:class:`facefuse.video.io.SegmentEncoder`, CRF 20, no B-frames, on its thread), bytes per frame and PSNR of the
+(:class:`facefuse.video.io.StreamEncoder`, CRF 20, no B-frames, on its thread), bytes per frame and PSNR of the
 decoded output to the frames given; and, per preset, the real clip fused (biden.jpg, defaults) with
 benchmarks/video.py's stability measures of the output against the clip. Why: at 720p the encode stage was busy
 ~36 ms per frame, a quarter of a frame's CPU on two cores (issue 19); a faster preset keeps CRF's quality target
@@ -23,7 +23,7 @@ from video import HAMILTON, SOURCE, portrait_clip, rgb_frames, stability  # noqa
 from facefuse.fusion.engine import FusionOptions  # noqa: E402
 from facefuse.pipeline import Fuser  # noqa: E402
 from facefuse.video import fuse_video  # noqa: E402
-from facefuse.video.io import SegmentEncoder, probe  # noqa: E402
+from facefuse.video.io import StreamEncoder, probe  # noqa: E402
 from facefuse.video.options import VideoOptions  # noqa: E402
 
 PRESETS = ("veryfast", "superfast", "ultrafast")
@@ -33,9 +33,9 @@ def encode(frames: list[np.ndarray], clip: Path, preset: str, out: Path) -> tupl
     """CPU ms per frame (the process: the encoder's thread and x264's own) and KB per frame."""
     info = probe(clip)
     start = time.process_time()
-    encoder = SegmentEncoder(out, info, "libx264", VideoOptions().crf, None, preset)
+    encoder = StreamEncoder(info, "libx264", VideoOptions().crf, None, preset)
     for i, frame in enumerate(frames):
-        encoder.write(frame, i * round(1 / (info.rate * info.time_base)))
+        encoder.write(frame, i * round(1 / (info.rate * info.time_base)), out if i == 0 else None)
     encoder.close()
     return (time.process_time() - start) * 1000 / len(frames), os.path.getsize(out) / len(frames) / 1024
 

@@ -34,7 +34,7 @@ from ..imageio import ImageInput
 from ..pipeline import Fuser, PreparedSource, TargetFace
 from .io import (
     DecodedFrame,
-    SegmentEncoder,
+    StreamEncoder,
     VideoInfo,
     assemble,
     container_format,
@@ -68,10 +68,9 @@ class _Fused:
 
 @dataclass
 class _Segment:
-    """The segment being encoded: its file name, encoder and the frames written to it."""
+    """A segment: its file name and the frames written to it."""
 
     name: str
-    encoder: SegmentEncoder
     pts: list[int] = field(default_factory=list)
     fused: int = 0
 
@@ -141,7 +140,9 @@ class _Run:
         self.turns = FaceTurns(video, prepared)  # per track: the colour average, the segmenter output carried…
         # frames wait here until the frames after them are tracked (0 frames: they pass straight through)
         self.look_ahead: LookAhead[DecodedFrame] = LookAhead(video.look_ahead if video.smoothing else 0, moved_face)
-        self.segment: _Segment | None = None  # the segment being encoded
+        self.encoder: StreamEncoder | None = None  # the run's encoder, from its first frame written
+        self.segment: _Segment | None = None  # the segment being written
+        self.filled: deque[_Segment] = deque()  # written whole, waiting for the encoder to complete their files
         self.done = 0  # frames written so far (this run's and the resumed ones)
         # seconds each stage was busy on its thread (they overlap); "fuse" is the frame's stages (gate … label) on
         # the fusion threads, each also under its own name; "encode" the encoder thread's time; "decode" and
@@ -237,6 +238,7 @@ class _Run:
             try:
                 for decoded in read_frames(self.target, after, self.end_pts, seek, stop):
                     if self.cancel.is_set():
+                        self._close_segment()  # what was written is kept: a resumed run starts after it
                         raise FacefuseError(ErrorCode.CANCELLED,
                                             f"the video fusion was cancelled after {self.done} frames",
                                             "call again with the same work folder to continue where it stopped",
@@ -266,9 +268,10 @@ class _Run:
                 stop.set()
                 for future in pending:  # let the fusions in flight end (each closes its colour turns)
                     future.exception()
-                if self.segment is not None:
-                    self.segment.encoder.abort()
-                    self.segment = None
+                if self.encoder is not None:
+                    self.encoder.abort()
+                    self.encoder, self.segment = None, None
+                    self.filled.clear()
         if self.progress:
             self._report(self.done, self.done, resumed_from, started)
 
@@ -299,38 +302,51 @@ class _Run:
                       dict(record.timings_ms))
 
     def _write(self, fused: _Fused) -> None:
-        """Hand one finished frame to the segment being encoded (frame order); close the segment when full."""
+        """Hand one finished frame to the encoder (frame order), starting a segment's file or ending its frames when
+        full; record the segments whose files the encoder has completed."""
         for stage, ms in fused.timings_ms.items():
             self.timings[stage] = self.timings.get(stage, 0.0) + ms / 1000
             self.timings["fuse"] += ms / 1000
+        if self.encoder is None:
+            self.encoder = StreamEncoder(self.info, self.video.codec, self.video.crf, self.video.bitrate,
+                                         self.video.preset)
+        begins = None
         if self.segment is None:
-            name = f"seg_{len(self.checkpoint['segments']):05d}.mkv"
-            self.segment = _Segment(name, SegmentEncoder(self.workdir / f".{name}.partial", self.info,
-                                                         self.video.codec, self.video.crf, self.video.bitrate,
-                                                         self.video.preset))
+            self.segment = _Segment(f"seg_{len(self.checkpoint['segments']) + len(self.filled):05d}.mkv")
+            begins = self.workdir / f".{self.segment.name}.partial"
         clock = time.perf_counter()
-        self.segment.encoder.write(fused.out, fused.pts)
+        self.encoder.write(fused.out, fused.pts, begins)
         self.segment.pts.append(fused.pts)
         self.segment.fused += fused.fused
         self.done += 1
         self._lap("encode_wait", clock)
         if len(self.segment.pts) == self.segment_frames:
-            self._close_segment()
+            self.filled.append(self.segment)
+            self.segment = None
+        self._record(self.encoder.finished())
 
     def _close_segment(self) -> None:
-        if self.segment is not None:
+        """The last segment's frames written: flush the encoder and record every segment left."""
+        if self.encoder is not None:
             clock = time.perf_counter()
-            self._finish(self.segment)
-            self.segment = None
+            if self.segment is not None:
+                self.filled.append(self.segment)
+                self.segment = None
+            self.encoder.close()
+            self.timings["encode"] += self.encoder.busy_s
+            self._record(self.encoder.finished())
+            self.encoder = None
             self._lap("encode_wait", clock)
 
-    def _finish(self, segment: _Segment) -> None:
-        segment.encoder.close()
-        self.timings["encode"] += segment.encoder.busy_s
-        os.replace(self.workdir / f".{segment.name}.partial", self.workdir / segment.name)
-        self.checkpoint["segments"].append({"file": segment.name, "pts": segment.pts})
-        self.checkpoint["frames_fused"] += segment.fused
-        self._save()
+    def _record(self, files: list[Path]) -> None:
+        """Each completed file under its own name, and its segment in the checkpoint."""
+        for path in files:
+            segment = self.filled.popleft()
+            assert path.name == f".{segment.name}.partial", (path, segment.name)
+            os.replace(path, self.workdir / segment.name)
+            self.checkpoint["segments"].append({"file": segment.name, "pts": segment.pts})
+            self.checkpoint["frames_fused"] += segment.fused
+            self._save()
 
     def _estimate_total(self) -> int:
         rate, tb = self.info.rate, self.info.time_base

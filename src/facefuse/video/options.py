@@ -52,8 +52,9 @@ class VideoOptions(Options):
     masks_every: int = option(3, "Occlusion masks every n frames", "run the face segmenter on every n-th frame "
                               "of a tracked face (and after scene cuts); the frames between reuse its masks",
                               ge=1, le=30)
-    segment_s: float = option(2.0, "Segment length", "seconds of video per independently encoded segment: the "
-                              "most a resumed run has to redo", ge=0.2, le=60)
+    segment_s: float = option(2.0, "Segment length", "seconds of video per checkpointed segment: about the most "
+                              "a killed run redoes when resumed (plus the encoder's few frames in flight)",
+                              ge=0.2, le=60)
 
     @model_validator(mode="after")
     def _consistent(self) -> VideoOptions:
