@@ -238,7 +238,7 @@ class _Run:
             try:
                 for decoded in read_frames(self.target, after, self.end_pts, seek, stop):
                     if self.cancel.is_set():
-                        self._close_segment()  # what was written is kept: a resumed run starts after it
+                        self._finish_encoding()  # what was written is kept: a resumed run starts after it
                         raise FacefuseError(ErrorCode.CANCELLED,
                                             f"the video fusion was cancelled after {self.done} frames",
                                             "call again with the same work folder to continue where it stopped",
@@ -263,7 +263,7 @@ class _Run:
                         self._write(pending.popleft().result())
                 while pending:
                     self._write(pending.popleft().result())
-                self._close_segment()
+                self._finish_encoding()
             finally:
                 stop.set()
                 for future in pending:  # let the fusions in flight end (each closes its colour turns)
@@ -325,8 +325,8 @@ class _Run:
             self.segment = None
         self._record(self.encoder.finished())
 
-    def _close_segment(self) -> None:
-        """The last segment's frames written: flush the encoder and record every segment left."""
+    def _finish_encoding(self) -> None:
+        """No more frames: flush the encoder and record every segment left (the last one may be short)."""
         if self.encoder is not None:
             clock = time.perf_counter()
             if self.segment is not None:
