@@ -24,10 +24,11 @@ SOURCE = FACES / "face_recognition/biden.jpg"
 SECOND_SOURCE = FACES / "face_recognition/knn_examples/train/biden/biden2.jpg"  # the same person, another photo
 TARGET_720P = FACES / "face_recognition/obama-720p.jpg"
 TARGET_1080P = FACES / "face_recognition/obama-1080p.jpg"
+SMALL_FACE_PX = 48  # the poor source's face width (issue 21: faces ~40–64 px, JPEG 30–40)
 STAGES = ["source_decode", "source_detect", "source_landmarks", "source_gate", "source_restore", "source_render",
           "source_segment",
-          "decode", "detect", "landmarks", "gate", "restore", "align", "render", "segment", "relight", "blend", "label",
-          "total"]  # the keys of FusionResult.timings_ms: the source's slice prefixed, the target's stages by name
+          "decode", "detect", "landmarks", "gate", "restore", "align", "render", "segment", "relight", "blend", "post",
+          "label", "total"]  # the keys of FusionResult.timings_ms: the source's slice prefixed, the target's stages by name
 
 
 def four_k_jpeg() -> bytes:
@@ -35,6 +36,17 @@ def four_k_jpeg() -> bytes:
     image = cv2.imread(str(TARGET_1080P))
     ok, data = cv2.imencode(".jpg", cv2.resize(image, (3840, 2160), interpolation=cv2.INTER_CUBIC),
                             [cv2.IMWRITE_JPEG_QUALITY, 92])
+    assert ok
+    return data.tobytes()
+
+
+def small_source(fuser: Fuser, face_px: float = SMALL_FACE_PX, quality: int = 35) -> bytes:
+    """The source photo as a poor one (issue 21's "poor sources"): scaled so its face is ``face_px`` wide, then
+    JPEG ``quality``; ``restore=auto`` restores it, ``enhance=auto`` then sharpens the fused face."""
+    analysis = fuser.analyze(SOURCE)
+    scale = face_px / float(max(analysis.faces, key=lambda f: f.area).box[2])
+    small = cv2.resize(cv2.imread(str(SOURCE)), None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA)
+    ok, data = cv2.imencode(".jpg", small, [cv2.IMWRITE_JPEG_QUALITY, quality])
     assert ok
     return data.tobytes()
 
@@ -96,6 +108,7 @@ def main() -> None:
     reusing = Fuser()  # default analysis cache: both photos were seen before (a template reused across users)
     source, target_720p, target_4k = SOURCE.read_bytes(), TARGET_720P.read_bytes(), four_k_jpeg()
     options = FusionOptions()
+    poor = small_source(fresh)
     cases = {"720p (1280×720)": (fresh, source, target_720p, options),
              "4K (3840×2160)": (fresh, source, target_4k, options),
              "720p, photos seen before": (reusing, source, target_720p, options),
@@ -103,7 +116,11 @@ def main() -> None:
              # the lead for small faces (the engine's crop sized to the face): the same 720p pair at a 256 px crop
              "720p, 256 px crop": (fresh, source, target_720p, options.model_copy(update={"crop_size": 256})),
              # several photos of the source person (Fuser.prepare): each is prepared; here two, both new
-             "720p, two source photos": (fresh, [source, SECOND_SOURCE.read_bytes()], target_720p, options)}
+             "720p, two source photos": (fresh, [source, SECOND_SOURCE.read_bytes()], target_720p, options),
+             # a poor source (issue 21): restore=auto restores it; enhance=auto also sharpens the fused face
+             "720p, small source": (fresh, poor, target_720p, options),
+             "720p, small source, enhance=auto": (fresh, poor, target_720p,
+                                                  options.model_copy(update={"enhance": "auto"}))}
     results = timed_runs(cases, runs)
     load_after = os.getloadavg()
     if args.profile:
@@ -125,8 +142,10 @@ def main() -> None:
         "(analysis cache off); the last two show the default cache when both photos were seen before (a template",
         "reused across users): a content hash in the decode stage replaces decode, detection and landmarks. The",
         "render crop is sized to the face (at most `crop_size`, 512 by default); the 256 px column caps it. The",
-        "last column gives two photos of the source person (`biden.jpg` and knn_examples' `biden2.jpg`, both new):",
-        "the source's rows are the two photos' times summed.",
+        "next column gives two photos of the source person (`biden.jpg` and knn_examples' `biden2.jpg`, both new):",
+        "the source's rows are the two photos' times summed. The last two give a poor source: `biden.jpg` scaled",
+        f"so its face is {SMALL_FACE_PX} px wide, JPEG 35 (new on every call): `restore=auto` restores it (the",
+        "`source_restore` row), and with `enhance=auto` the `post` row sharpens the fused face.",
         f"Load average (1 min) at the start / end of the timed runs: {load_before[0]:.1f} / {load_after[0]:.1f} on",
         f"{os.cpu_count()} cores; the CPU row is the steadier figure when that is above the core count.",
         "",

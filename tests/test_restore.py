@@ -14,7 +14,7 @@ from facefuse.pipeline import Fuser, FuserConfig
 from facefuse.fusion.enhance import EnhanceConfig, enhance_fused, skin_sharpness, skin_zone
 from facefuse.geometry.regions import feature_zone
 from facefuse.fusion.restorer import RESTORER, RestoreConfig, Restorer, blockiness, face_region, needs_restore
-from facefuse.tiling import run_tiled, seam_score, tile_starts
+from facefuse.tiling import fitted_tile, run_tiled, seam_score, tile_starts
 
 
 def _jpeg(rgb: np.ndarray, quality: int) -> np.ndarray:
@@ -139,6 +139,21 @@ def test_tiles_cover_with_overlap(length, tile, overlap):
     assert all(b - a <= tile - overlap for a, b in zip(starts, starts[1:]))
 
 
+@pytest.mark.parametrize("length", [100, 512, 513, 570, 1000, 1400, 4000])
+def test_fitted_tiles_cover_with_the_same_count_and_fewer_pixels(length):
+    """A region a little larger than a tile is cut into tiles no larger than covering it needs: as many tiles as
+    whole ``tile`` px ones, still overlapping by ``overlap``, each a multiple of 8 px, never more pixels."""
+    tile, overlap = 512, 32
+    side = fitted_tile(length, tile, overlap)
+    starts = tile_starts(length, side, overlap)
+    assert starts[0] == 0 and min(length, starts[-1] + side) == length
+    assert all(b - a <= side - overlap for a, b in zip(starts, starts[1:]))
+    assert len(starts) == len(tile_starts(length, tile, overlap))
+    assert side == length if length <= tile else (side % 8 == 0 and side <= tile)
+    if length == 570:
+        assert side * len(starts) < 0.65 * tile * len(starts)
+
+
 @pytest.mark.parametrize("stitch", ["feather", "poisson"])
 def test_stitched_tiles_leave_no_seams(fuser, obama, stitch):
     """A 600×700 face region cut into 256 px tiles: across the tile borders the stitched result steps no more than
@@ -178,6 +193,24 @@ def _small_source_fusion(fuser, obama: np.ndarray, faces_dir: Path):
     face = max(target.faces, key=lambda f: f.area)
     fused = fuser.fuse(small, obama, FusionOptions(restore="off", visible_label=False)).image
     return fused, target.image, face, float(max(source_face.box[2:]))
+
+
+def test_skin_sharpness_on_the_zones_box_is_the_whole_photos(fuser, obama, faces_dir):
+    """The score is computed on the zone's box only (speed): the same value as the Laplacian of the whole photo's L*,
+    for a face inside the photo and for a zone cut by the photo's edge (the border rule is the photo's there)."""
+    def whole(image, zone):
+        lightness = cv2.cvtColor(image.astype(np.float32) / 255.0, cv2.COLOR_RGB2Lab)[:, :, 0]
+        return float(cv2.Laplacian(lightness, cv2.CV_32F)[zone > 0.5].var())
+
+    analysis = fuser.analyze(obama)
+    zone = skin_zone(max(analysis.faces, key=lambda f: f.area), analysis.image.shape)
+    assert skin_sharpness(analysis.image, zone) == pytest.approx(whole(analysis.image, zone), rel=1e-6)
+    rows = np.flatnonzero(zone.max(axis=1) > 0.5)
+    cut = analysis.image[rows[len(rows) // 2]:].copy()  # the photo cut through the face: its zone meets the edge
+    cut_zone = zone[rows[len(rows) // 2]:]
+    assert cut_zone[0].max() > 0.5
+    assert skin_sharpness(cut, cut_zone) == pytest.approx(whole(cut, cut_zone), rel=1e-6)
+    assert skin_sharpness(analysis.image, np.zeros_like(zone)) == 0.0
 
 
 def test_post_fusion_enhancement_never_softens_the_fused_skin(fuser, restorer, obama, faces_dir):

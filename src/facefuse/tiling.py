@@ -31,6 +31,19 @@ def tile_starts(length: int, tile: int, overlap: int) -> list[int]:
     return [int(round(i * (length - tile) / (count - 1))) for i in range(count)]
 
 
+def fitted_tile(length: int, tile: int, overlap: int, multiple: int = 8) -> int:
+    """The tile side that cuts ``length`` into as many tiles as ``tile`` would, each as small as covering it allows
+    (a multiple of ``multiple``, at most ``tile``; ``length`` itself when one tile holds it).
+
+    Why: a region a little larger than one tile was cut into two whole tiles that overlapped by most of their side —
+    a 570 px face region in 512 px tiles ran the model on 3× its pixels, slower than 256 px tiles (issue 19,
+    ``benchmarks/enhance_speed.py``); two 304 px tiles cover it with the same overlap."""
+    if length <= tile:
+        return length
+    count = int(np.ceil((length - overlap) / (tile - overlap)))
+    return min(tile, int(np.ceil((length + (count - 1) * overlap) / count / multiple)) * multiple)
+
+
 def ramp(length: int, start: int, tile: int, total: int, overlap: int) -> np.ndarray:
     """1-D feather weights of one tile: linear ramps over the overlap, except at the image's own edges."""
     w = np.ones(tile, np.float32)
@@ -75,15 +88,16 @@ def run_tiled(image: np.ndarray, model: Callable[[np.ndarray], np.ndarray], tile
     h, w = image.shape[:2]
     if h <= tile and w <= tile:
         return model(image)
-    ys, xs = tile_starts(h, tile, overlap), tile_starts(w, tile, overlap)
+    tile_y, tile_x = fitted_tile(h, tile, overlap), fitted_tile(w, tile, overlap)
+    ys, xs = tile_starts(h, tile_y, overlap), tile_starts(w, tile_x, overlap)
     acc = np.zeros_like(image)
     weight = np.zeros((h, w, 1), np.float32)
     gx, gy = np.zeros_like(image), np.zeros_like(image)
-    for y0, (oy0, oy1) in zip(ys, _owned(ys, tile, h)):
-        for x0, (ox0, ox1) in zip(xs, _owned(xs, tile, w)):
-            out = model(image[y0:y0 + tile, x0:x0 + tile])
+    for y0, (oy0, oy1) in zip(ys, _owned(ys, tile_y, h)):
+        for x0, (ox0, ox1) in zip(xs, _owned(xs, tile_x, w)):
+            out = model(image[y0:y0 + tile_y, x0:x0 + tile_x])
             ph, pw = out.shape[:2]
-            wgt = np.outer(ramp(ph, y0, tile, h, overlap), ramp(pw, x0, tile, w, overlap))[:, :, None]
+            wgt = np.outer(ramp(ph, y0, tile_y, h, overlap), ramp(pw, x0, tile_x, w, overlap))[:, :, None]
             acc[y0:y0 + ph, x0:x0 + pw] += out * wgt
             weight[y0:y0 + ph, x0:x0 + pw] += wgt
             if stitch == "poisson":  # this tile's own gradients where it owns the pixel (the last one stays 0)
@@ -105,8 +119,9 @@ def seam_score(restored: np.ndarray, tile: int, overlap: int) -> dict[str, float
     h, w = img.shape[:2]
 
     def cuts(length: int) -> set[int]:
-        starts = tile_starts(length, tile, overlap)
-        lines = {s for x0 in starts for s in (x0, x0 + tile)} | set(owner_cuts(starts, tile, length))
+        side = fitted_tile(length, tile, overlap)  # as run_tiled cut it
+        starts = tile_starts(length, side, overlap)
+        lines = {s for x0 in starts for s in (x0, x0 + side)} | set(owner_cuts(starts, side, length))
         return lines - {0, length}
 
     cuts_x, cuts_y = cuts(w), cuts(h)

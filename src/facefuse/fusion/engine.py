@@ -72,7 +72,8 @@ class FusionOptions(Options):
         "auto: after blending, when the source face was 1.5× or more smaller than the target face, our "
         "UTKFace-trained restorer adds fine detail to the fused face's bare skin (and grain matched to the photo) "
         "until it is as sharp as the photo's; off (default: it no longer lowers identity, see BENCHMARKS.md, but "
-        "the whole face gets no sharper and its cost is not in the speed benchmarks yet)")
+        "the whole face gets no sharper, and it costs most of a fusion again: the post row of "
+        "benchmarks/fusion_speed.py)")
     crop_size: int = option(
         512, "Crop size", "128–1024 px: the largest side of the aligned face crop the mesh engine renders (a "
         "smaller face gets a crop at the photo's own resolution); work grows with its square, so the service takes "

@@ -82,9 +82,19 @@ def skin_zone(face: Face, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def skin_sharpness(image: np.ndarray, zone: np.ndarray) -> float:
-    """High-frequency energy of the skin: variance of the Laplacian of L (CIE Lab) inside ``zone``."""
-    lightness = cv2.cvtColor(image.astype(np.float32) / 255.0, cv2.COLOR_RGB2Lab)[:, :, 0]
-    values = cv2.Laplacian(lightness, cv2.CV_32F)[zone > 0.5]
+    """High-frequency energy of the skin: variance of the Laplacian of L (CIE Lab) inside ``zone``.
+
+    Computed on the zone's box grown by the Laplacian's one-pixel reach only: the same values as over the whole photo
+    (a box on the photo's edge keeps its border rule), for a face's share of the work (a 720p photo's face: 10 ms
+    → under 1; the enhancer measured it three times per fusion, issue 19)."""
+    inside = zone > 0.5
+    rows, columns = np.flatnonzero(inside.any(axis=1)), np.flatnonzero(inside.any(axis=0))
+    if rows.size == 0:
+        return 0.0
+    y0, y1 = max(rows[0] - 1, 0), min(rows[-1] + 2, inside.shape[0])
+    x0, x1 = max(columns[0] - 1, 0), min(columns[-1] + 2, inside.shape[1])
+    lightness = cv2.cvtColor(image[y0:y1, x0:x1].astype(np.float32) / 255.0, cv2.COLOR_RGB2Lab)[:, :, 0]
+    values = cv2.Laplacian(lightness, cv2.CV_32F)[inside[y0:y1, x0:x1]]
     return float(values.var()) if values.size > 16 else 0.0
 
 
