@@ -373,15 +373,16 @@ def main() -> None:
     parser.add_argument("--int8", action="store_true",
                         help="only the INT8 figures (layouts, speed, optimize) of the shipped student, on this CPU; "
                              "needs no training run folder")
-    parser.add_argument("--section", default="restorer",
-                        help="results section to write: a run measured but not shipped gets its own")
+    parser.add_argument("--section", default=None,
+                        help="results section to write (default restorer, or restorer_int8 with --int8): a run "
+                             "measured but not shipped, or one on another machine, gets its own")
     parser.add_argument("--title", default=TITLE, help="the section's heading")
     args = parser.parse_args()
     quick, run = args.quick, args.run
     if args.int8:
         fuser = Fuser(FuserConfig(store=StoreConfig.from_env(), runtime=ONE_THREAD))
-        write_section("restorer_int8", render_int8(int8_sections(fuser, RESTORER_WEIGHTS, quick)))
-        print((Path(__file__).parent / "results" / "restorer_int8.md").read_text())
+        print(write_section(args.section or "restorer_int8",
+                            render_int8(int8_sections(fuser, RESTORER_WEIGHTS, quick))).read_text())
         return
     summary = json.loads((run / "summary.json").read_text())
     store = StoreConfig.from_env()
@@ -406,7 +407,7 @@ def main() -> None:
         cv2.imwrite(str(sheets[-1]), np.concatenate([np.concatenate(r, axis=1) for r in post_sheet], 0)[:, :, ::-1])
     results["sheets"] = [str(s) for s in sheets]
     (run / "benchmark.json").write_text(json.dumps(results, indent=2, default=float))
-    print(write_section(args.section, render(results, quick, args.title)).read_text())
+    print(write_section(args.section or "restorer", render(results, quick, args.title)).read_text())
 
 
 def model_sections(fuser: Fuser, run: Path, summary: dict, student_path: Path, holdout_limit: int | None,
@@ -484,7 +485,8 @@ def render_int8(r: dict) -> str:
     x128 = sp128["student"]["cpu"] / sp128["INT8 student"]["cpu"]
     ssim = r["int8_vs_fp32"]["ssim"]
     best = min(sp128["student"]["cpu"], sp128["INT8 student"]["cpu"])
-    lines = ["## Restorer INT8 on an AVX-512 VNNI CPU (issue 21, `benchmarks/restorer.py --int8`)", "",
+    cpu = "an AVX-512 VNNI CPU" if "VNNI" in cpu_name() else "a CPU without VNNI (AVX2)"
+    lines = [f"## Restorer INT8 on {cpu} (issue 21, `benchmarks/restorer.py --int8`)", "",
              f"`benchmarks/restorer.py --int8` on {machine()}. The shipped student (`restorer.onnx`) and its INT8 "
              "variant as `facefuse optimize --precision int8` makes it (QDQ U8S8, calibrated on face-api-js "
              "crops); ONNX Runtime, 1 thread, medians of interleaved runs; SSIM to FP32 on "
