@@ -1,5 +1,5 @@
 """Post-fusion enhancement (``enhance=auto``, issue 21) per fused face: its time in this tree against an earlier
-commit's, and how far the two trees' outputs differ.
+commit's, how far the two trees' outputs differ, and each tree's post-fusion quality (``restorer.py``'s pairs).
 
 A poor source (``biden.jpg`` with its face scaled to 48 px, JPEG 35; ``restore=auto`` restores it) is fused onto each
 target; :func:`facefuse.fusion.enhance.enhance_fused` then runs on the fused photo with each tree's own defaults.
@@ -34,9 +34,10 @@ from common import FACES
 from fusion_speed import small_source
 from facefuse.fusion.engine import FusionOptions
 from facefuse.fusion.enhance import enhance_fused
+from facefuse.config import StoreConfig
 from facefuse.pipeline import Fuser, FuserConfig
-targets, runs, out = json.loads(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-fuser = Fuser(FuserConfig(analysis_cache_mb=0))
+targets, runs, out, quality = json.loads(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5] == "1"
+fuser = Fuser(FuserConfig(store=StoreConfig.from_env(), analysis_cache_mb=0))
 source = small_source(fuser)
 found = max(fuser.analyze(source).faces, key=lambda f: f.area).box  # as the post stage sees it: in its photo
 source_px = float(max(found[2], found[3]))
@@ -56,14 +57,22 @@ for i, name in enumerate(targets):
     report[name] = {"wall": wall, "cpu": cpu, "ratio": done.ratio_after, "face": float(face.box[2])}
     images[str(i)] = done.image
 np.savez(out, **images)
+if quality:  # restorer.py's post-fusion pairs: 48 px sources onto target faces of 120 px or more, restore off
+    from facefuse_eval.fusion import IdentityJudge
+    from quality import identity_sets
+    from restorer import post_fusion
+    report["quality"] = post_fusion(fuser, restorer, IdentityJudge(fuser.store, fuser.runtime),
+                                    identity_sets(False)["colour"], [])
 print(json.dumps(report))
 """
 
 
-def turn(src: Path, runs: int, out: Path) -> dict:
+def turn(src: Path, runs: int, out: Path, quality: bool) -> dict:
     env = {**{k: v for k, v in os.environ.items() if k not in SET_BY_IMPORT}, "PYTHONPATH": str(src)}
     done = subprocess.run([sys.executable, "-c", CHILD, str(Path(__file__).parent), json.dumps(TARGETS), str(runs),
-                           str(out)], env=env, capture_output=True, text=True, check=True)
+                           str(out), "1" if quality else "0"], env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"the turn of {src} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -80,9 +89,10 @@ def main() -> None:
         trees = {args.base: base_tree(args.base, Path(tmp) / "base"),
                  "this tree": Path(__file__).resolve().parents[1] / "src"}
         reports: dict[str, list[dict]] = {name: [] for name in trees}
-        for _ in range(args.turns):
-            for name, src in trees.items():
-                reports[name].append(turn(src, args.runs, Path(tmp) / f"{'base' if name != 'this tree' else 'this'}.npz"))
+        for index in range(args.turns):
+            for name, src in trees.items():  # the last turn also measures the quality (it is deterministic)
+                reports[name].append(turn(src, args.runs, Path(tmp) / f"{'base' if name != 'this tree' else 'this'}.npz",
+                                          index == args.turns - 1))
         base_images, this_images = np.load(Path(tmp) / "base.npz"), np.load(Path(tmp) / "this.npz")
         rows = []
         for i, name in enumerate(TARGETS):
@@ -96,6 +106,13 @@ def main() -> None:
             ratios = " / ".join(f"{reports[t][-1][name]['ratio']:.2f}" for t in trees)
             rows.append(f"| `{name}` | {reports['this tree'][-1][name]['face']:.0f} px | {' | '.join(cells)} | "
                         f"{ratios} | {diff.max():.0f} | {psnr:.1f} dB |")
+    quality = {tree: reports[tree][-1]["quality"] for tree in trees}
+    rows_quality = [
+        f"| {tree} | {q['pairs']} | {q['ratio_before']:.2f} → {q['ratio_after']:.2f} | "
+        f"{q['ratio_p10_before']:.2f} → {q['ratio_p10_after']:.2f} | {q['gain']:.2f} | "
+        f"{q['cos_before']:.3f} → {q['cos_after']:.3f} (worst change {q['cos_min_delta']:+.3f}) | "
+        f"{q['smear_before']:.2f} → {q['smear_after']:.2f} % (worst change {q['smear_max_after_minus_before']:+.2f} pt) |"
+        for tree, q in quality.items()]
     title = args.title or f"Post-fusion enhancement per fused face, this tree against {args.base}"
     lines = [
         f"## {title} (`benchmarks/enhance_speed.py`)",
@@ -110,6 +127,15 @@ def main() -> None:
         "largest difference | PSNR |",
         "|---|---|---|---|---|---|---|",
         *rows,
+        "",
+        "The same trees on `benchmarks/restorer.py`'s post-fusion pairs (48 px sources onto target faces of 120 px or "
+        "more, `restore=off` so only the enhancer acts; medians; the judge MobileFaceNet's cosine to another photo "
+        "of the source person; blotch share against the target):",
+        "",
+        "| tree | pairs | skin sharpness ÷ photo's, median | 10th percentile | detail gain | identity cosine | "
+        "blotch share |",
+        "|---|---|---|---|---|---|---|",
+        *rows_quality,
     ]
     print(write_section(args.section, "\n".join(lines)).read_text())
 

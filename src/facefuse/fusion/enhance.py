@@ -40,7 +40,9 @@ class EnhanceConfig:
 
     min_upscale: float = 1.5      # target face side / source face side at which a fused face is soft
     work_face_px: float = 100.0   # the restorer's training scale (as RestoreConfig.work_face_px)
-    margin: float = 0.35          # context around the face box the restorer sees
+    margin: float = 0.15          # context around the face box the restorer sees (0.35 until round 3's twenty-third
+                                  # stop: the detail goes on the bare skin, inside the box; the same post-fusion
+                                  # figures in BENCHMARKS.md for ~40 % less of the restorer's work)
     detail_sigma: float = 1.0     # px at the working scale: only detail finer than this is added (2.0 lowered
                                   # MobileFaceNet's cosine by 0.014 on one small-source pair, 1.0 by 0.004)
     target_ratio: float = 1.0     # skin sharpness sought, as a multiple of the target photo's
