@@ -15,6 +15,7 @@ import time
 
 import cv2
 from common import FACES, child_run, machine, median, write_section
+from phone_photos import phone_jpeg
 
 from facefuse.allocator import keep_freed_memory
 from facefuse.fusion.engine import FusionOptions
@@ -24,6 +25,7 @@ SOURCE = FACES / "face_recognition/biden.jpg"
 SECOND_SOURCE = FACES / "face_recognition/knn_examples/train/biden/biden2.jpg"  # the same person, another photo
 TARGET_720P = FACES / "face_recognition/obama-720p.jpg"
 TARGET_1080P = FACES / "face_recognition/obama-1080p.jpg"
+PHONE_SOURCE = FACES / "hard/same-person/elon_musk/01_event_smiling_blue_backdrop.jpg"  # scaled to a phone photo's size
 SMALL_FACE_PX = 48  # the poor source's face width (issue 21: faces ~40–64 px, JPEG 30–40)
 STAGES = ["source_decode", "source_detect", "source_landmarks", "source_gate", "source_restore", "source_render",
           "source_segment",
@@ -120,7 +122,9 @@ def main() -> None:
              # a poor source (issue 21): restore=auto restores it; enhance=auto also sharpens the fused face
              "720p, small source": (fresh, poor, target_720p, options),
              "720p, small source, enhance=auto": (fresh, poor, target_720p,
-                                                  options.model_copy(update={"enhance": "auto"}))}
+                                                  options.model_copy(update={"enhance": "auto"})),
+             # a phone-sized photo as the source (4000 px a side): decoded at ½ scale (facefuse.stages.decode)
+             "720p, 4000 px source": (fresh, phone_jpeg(PHONE_SOURCE), target_720p, options)}
     results = timed_runs(cases, runs)
     load_after = os.getloadavg()
     if args.profile:
@@ -143,9 +147,11 @@ def main() -> None:
         "reused across users): a content hash in the decode stage replaces decode, detection and landmarks. The",
         "render crop is sized to the face (at most `crop_size`, 512 by default); the 256 px column caps it. The",
         "next column gives two photos of the source person (`biden.jpg` and knn_examples' `biden2.jpg`, both new):",
-        "the source's rows are the two photos' times summed. The last two give a poor source: `biden.jpg` scaled",
+        "the source's rows are the two photos' times summed. The next two give a poor source: `biden.jpg` scaled",
         f"so its face is {SMALL_FACE_PX} px wide, JPEG 35 (new on every call): `restore=auto` restores it (the",
-        "`source_restore` row), and with `enhance=auto` the `post` row sharpens the fused face.",
+        "`source_restore` row), and with `enhance=auto` the `post` row sharpens the fused face. The last: a phone",
+        f"photo's size as the source: `{PHONE_SOURCE.name}` (1460×1460) scaled up to 4000×4000 (tests/phone_photos.py,",
+        "JPEG 92, new on every call), which the decode stage decodes at ½ scale.",
         f"Load average (1 min) at the start / end of the timed runs: {load_before[0]:.1f} / {load_after[0]:.1f} on",
         f"{os.cpu_count()} cores; the CPU row is the steadier figure when that is above the core count.",
         "",

@@ -26,6 +26,7 @@ SET_BY_IMPORT = {name for name in ("ORT_DISABLE_TELEMETRY", "OPENCV_THREAD_POOL_
 
 from common import FACES, REPO, machine, median, write_section  # noqa: E402
 from fusion_speed import four_k_jpeg  # noqa: E402
+from phone_photos import phone_jpeg  # noqa: E402
 from video import portrait_clip  # noqa: E402
 
 SOURCE = FACES / "face_recognition/biden.jpg"
@@ -120,6 +121,8 @@ def main() -> None:
                         help="both photos seen before (the analysis cache on, as a template is) instead of new")
     parser.add_argument("--source", default=str(SOURCE.relative_to(FACES)),
                         help="the source photo under ../shared/faces (e.g. a turned one: the mirror fill's cost)")
+    parser.add_argument("--phone", action="store_true",
+                        help="the source scaled up to a phone photo's 4000 px (tests/phone_photos.py)")
     args = parser.parse_args()
     source = FACES / args.source
     load_before = os.getloadavg()
@@ -127,6 +130,9 @@ def main() -> None:
         work = Path(folder)
         trees = {"base": base_tree(args.base, work / "base"), "this": REPO / "src"}
         target = TARGET
+        if args.phone:
+            source = work / f"phone-{source.stem}.jpg"
+            source.write_bytes(phone_jpeg(FACES / args.source))
         if args.target == "4k":
             target = work / "obama-4k.jpg"
             target.write_bytes(four_k_jpeg())
@@ -162,7 +168,7 @@ def main() -> None:
               f"start, {load_after[0]:.1f} at the end, on {os.cpu_count()} cores: wall times are inflated by "
               "that load, CPU times less so. Photo: warm `Fuser`, " + ("analysis cache on (both photos seen before, "
               "the default 64 MB), " if args.seen else "analysis cache off (both photos new), ") +
-              f"`{source.name}` into {target_label}, {args.runs} fusions per turn after 3 warm-ups, median ms. " +
+              f"`{args.source}`{' scaled up to 4000 px (tests/phone_photos.py)' if args.phone else ''} into {target_label}, {args.runs} fusions per turn after 3 warm-ups, median ms. " +
               (f"Video: portrait clips of {args.frames} frames (one face, a slow camera move), decode → encode, "
                "median ms per frame that each stage was busy (in this tree the stages run on their own threads "
                "and overlap, so they add up to more than the wall time). " if clips else "No video. ") +

@@ -228,7 +228,7 @@ class Fuser:
     def _prepare_one(self, source: SourceInput, options: FusionOptions, parse_aside: bool) -> PreparedSource:
         """One source photo through the source's slice of the list (:meth:`prepare`)."""
         engine = self.engine(options.engine)  # resolved once; an unknown engine fails before any photo is decoded
-        record = replace(_given(source, "source", options), engine=engine)
+        record = replace(_given(source, "source", options), engine=engine, reducible=True)
         aside = None
         if parse_aside:
             before_parse, parse = self.stages.only(SOURCE).split("segment")

@@ -27,6 +27,17 @@ def content_key(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def reduced_key(key: str, reduction: int) -> str:
+    """The key of a photo's analysis made on it decoded at 1/``reduction`` of its size (a fusion's source, see
+    :mod:`facefuse.stages.decode`): kept apart from the full-size one, which a target or a detect call needs."""
+    return key if reduction == 1 else f"{key}/{reduction}"
+
+
+def full_key(key: str) -> str:
+    """The key of the same photo's full-size analysis."""
+    return key.partition("/")[0]
+
+
 class AnalysisCache:
     """Least-recently-used cache of :class:`ImageAnalysis` holding at most ``max_bytes`` of decoded pixels."""
 

@@ -67,7 +67,7 @@ def default_stages(models: Models, analysis: AnalysisConfig) -> Pipeline:
     gate = Gate(analysis.quality, models.cache)
     return Pipeline([
         Decode(analysis.limits, models.cache),
-        Detect(models.analyzer),
+        Detect(models.analyzer, analysis.limits),
         Landmarks(models.analyzer, models.cache),
         gate,
         Restore(models.restorer, gate),

@@ -139,6 +139,10 @@ class Record:
     options: FusionOptions = field(default_factory=FusionOptions)
     input: ImageInput | None = None  # what decode reads: a path, bytes or an RGB array
     must_fuse: bool = True  # a refusal is raised (photos) or kept in ``refusal`` (detect, video frames)
+    # a fusion's source photo: a large JPEG may be decoded at ½–⅛ scale (see facefuse.stages.decode); ``reduction``
+    # is the scale it was decoded at, its faces' coordinates are in those pixels
+    reducible: bool = False
+    reduction: int = 1
     cache_key: str | None = None
     detected: Any = None  # the detect stage's boxes for the landmarks stage (facefuse.analysis.analyzer.Detected)
     analysis: ImageAnalysis | None = None

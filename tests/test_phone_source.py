@@ -1,0 +1,106 @@
+"""A fusion's source photo decoded at reduced scale (a phone's 12 MP JPEG): decoded at ½ when its face keeps enough
+pixels for the render, in full when not (a group photo's small faces), the same fusion either way, and never a
+reduced photo where the full one is owed (a target, a detect call, the cache). Real photos scaled up to a phone
+photo's size, real models."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from phone_photos import PHONE_SIDE, phone_jpeg
+from PIL import Image
+
+from facefuse.fusion.engine import FusionOptions
+from facefuse.imageio import decode_image, jpeg_reduction
+from facefuse.pipeline import Fuser, FuserConfig
+
+
+@pytest.fixture(scope="module")
+def uncached(store_config) -> Fuser:
+    return Fuser(FuserConfig(store=store_config, analysis_cache_mb=0))
+
+
+@pytest.fixture(scope="module")
+def phone_biden(rec: Path) -> bytes:
+    return phone_jpeg(rec / "biden.jpg")  # 1760×4000: the face ~230 px eye to eye
+
+
+def psnr(a: np.ndarray, b: np.ndarray) -> float:
+    return float(10 * np.log10(255 ** 2 / max(np.mean((a.astype(np.float64) - b) ** 2), 1e-9)))
+
+
+def test_the_reduction_keeps_the_longer_side_at_least_the_asked_length() -> None:
+    assert jpeg_reduction(4000, 3000, 1920) == 2
+    assert jpeg_reduction(3000, 8000, 1920) == 4
+    assert jpeg_reduction(16000, 9000, 1920) == 8
+    assert jpeg_reduction(3839, 2000, 1920) == 1
+    assert jpeg_reduction(4000, 3000, None) == 1
+
+
+def test_a_large_jpeg_decodes_at_half_scale_like_an_area_downscale(phone_biden: bytes) -> None:
+    full = decode_image(phone_biden)
+    half = decode_image(phone_biden, at_least=1920)
+    assert (full.reduction, half.reduction) == (1, 2)
+    assert half.pixels.shape == (-(-full.pixels.shape[0] // 2), -(-full.pixels.shape[1] // 2), 3)
+    area = cv2.resize(full.pixels, (half.pixels.shape[1], half.pixels.shape[0]), interpolation=cv2.INTER_AREA)
+    assert psnr(area, half.pixels) > 35  # the same picture, in RGB order
+
+
+def test_exif_orientation_is_applied_to_the_reduced_pixels(phone_biden: bytes) -> None:
+    image = Image.open(io.BytesIO(phone_biden))
+    exif = image.getexif()
+    exif[0x0112] = 6  # rotate 90° clockwise on display
+    out = io.BytesIO()
+    image.save(out, "JPEG", quality=92, exif=exif)
+    decoded = decode_image(out.getvalue(), at_least=1920)
+    assert decoded.reduction == 2 and decoded.exif_orientation == 6
+    assert decoded.pixels.shape[:2] == (-(-image.width // 2), -(-image.height // 2))  # turned: width becomes height
+
+
+def test_other_formats_and_small_jpegs_are_decoded_in_full(rec: Path, phone_biden: bytes) -> None:
+    png = io.BytesIO()
+    Image.open(io.BytesIO(phone_biden)).save(png, "PNG", compress_level=1)
+    assert decode_image(png.getvalue(), at_least=1920).reduction == 1
+    assert decode_image((rec / "biden.jpg").read_bytes(), at_least=1920).reduction == 1  # 2204 px: ½ would be 1102
+
+
+def test_a_phone_source_is_prepared_at_half_scale_and_fuses_the_same(uncached: Fuser, rec: Path,
+                                                                     phone_biden: bytes) -> None:
+    options = FusionOptions(visible_label=False)
+    prepared = uncached.prepare(phone_biden, options)
+    full = decode_image(phone_biden).pixels
+    assert prepared.analysis.image.shape[:2] == (full.shape[0] // 2, full.shape[1] // 2)
+    target = rec / "obama-720p.jpg"
+    reduced_out = uncached.fuse_prepared(prepared, target, options)
+    full_out = uncached.fuse(full, target, options)  # an array is never reduced
+    x, y, w, h = (int(v) for v in reduced_out.faces[0]["box"])
+    assert psnr(reduced_out.image[y:y + h, x:x + w], full_out.image[y:y + h, x:x + w]) > 30
+    assert np.array_equal(reduced_out.image[:, : x - w], full_out.image[:, : x - w])  # the background untouched
+
+
+def test_a_group_photos_small_face_gets_the_full_decode(uncached: Fuser, rec: Path) -> None:
+    group = phone_jpeg(rec / "knn_examples/test/obama_and_biden.jpg")
+    prepared = uncached.prepare(group, FusionOptions())
+    full = uncached.analyze(group, "source")
+    assert prepared.analysis.image.shape == full.image.shape  # decoded again in full
+    # the faces are in the full photo's pixels: where the full decode's own analysis finds them
+    found = max(full.faces, key=lambda f: f.area)
+    assert np.abs(prepared.found.box - found.box).max() < 0.02 * found.box[2]
+
+
+def test_the_reduced_analysis_is_cached_apart_from_the_full_one(store_config, rec: Path, phone_biden: bytes) -> None:
+    fuser = Fuser(FuserConfig(store=store_config))  # the analysis cache on
+    target = rec / "obama-720p.jpg"
+    first = fuser.fuse(phone_biden, target)
+    again = fuser.fuse(phone_biden, target)
+    assert "source_detect" in first.timings_ms and "source_detect" not in again.timings_ms  # the source seen before
+    assert fuser.prepare(phone_biden, FusionOptions()).analysis.image.shape[0] == PHONE_SIDE // 2
+    full_height = decode_image(phone_biden).pixels.shape[0]
+    # the same photo as a target, or asked about by detect, is the full photo
+    assert fuser.detect(phone_biden, role="source").analysis.image.shape[0] == full_height
+    as_target = fuser.fuse(rec / "obama.jpg", phone_biden, FusionOptions(visible_label=False))
+    assert as_target.image.shape[0] == full_height
