@@ -288,21 +288,32 @@ def face_crop_size(keypoints: np.ndarray, largest: int) -> int:
     return int(np.clip(np.ceil(native / CROP_STEP) * CROP_STEP, MIN_CROP, largest))
 
 
-def pyramid_part(image: np.ndarray, to_crop: np.ndarray, size: int, levels: int) -> tuple[np.ndarray, np.ndarray]:
-    """The part of ``image`` that the ``size`` px crop sees, halved ``levels`` times (Gaussian pyramid), and the
-    image → crop matrix for it: only the crop's part is filtered, a few hundred pixels a side, not the whole photo."""
-    if levels < 1:
-        return image, to_crop
-    corners = align.apply(cv2.invertAffineTransform(to_crop), np.array([[0, 0], [size, 0], [0, size], [size, size]],
-                                                                        dtype=np.float64))
-    margin = 4 << levels  # the cubic kernel's reach and the pyramid's border, in photo pixels
-    x0, y0 = np.maximum(np.floor(corners.min(0)).astype(int) - margin, 0)
-    x1, y1 = np.minimum(np.ceil(corners.max(0)).astype(int) + margin, [image.shape[1], image.shape[0]])
-    part, factor = image[y0:y1, x0:x1], 1.0
-    while factor < 1 << levels and min(part.shape[:2]) >= 4:
-        part, factor = cv2.pyrDown(part), 2 * factor  # output pixel j sits on input pixel 2j
-    to_part = np.array([[factor, 0.0, x0], [0.0, factor, y0], [0.0, 0.0, 1.0]])  # part's pixels → the photo's
-    return part, to_crop @ to_part
+class PyramidParts:
+    """The part of ``image`` that the ``size`` px crop (``to_crop``: image → crop) sees, at each level of its
+    Gaussian pyramid up to ``coarsest`` (:meth:`level`): only the crop's part is filtered, a few hundred pixels a side,
+    not the whole photo, and each level is halved from the one before, once: levels 1–3 each made from the photo
+    again took up to six halvings where the chain takes three (issue 19; ~6 ms of a fusion from a phone-sized source)."""
+
+    def __init__(self, image: np.ndarray, to_crop: np.ndarray, size: int, coarsest: int) -> None:
+        corners = align.apply(cv2.invertAffineTransform(to_crop), np.array([[0, 0], [size, 0], [0, size], [size, size]],
+                                                                            dtype=np.float64))
+        margin = 4 << coarsest  # the cubic kernel's reach and the pyramid's border at the coarsest level, photo pixels
+        x0, y0 = np.maximum(np.floor(corners.min(0)).astype(int) - margin, 0)
+        x1, y1 = np.minimum(np.ceil(corners.max(0)).astype(int) + margin, [image.shape[1], image.shape[0]])
+        self.image, self.to_crop, self.origin = image, to_crop, (int(x0), int(y0))
+        self.parts = [image[y0:y1, x0:x1]]  # level n: the part halved n times
+
+    def level(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Level ``n`` (0: the photo itself) and the image → crop matrix for it; a part too small to halve again
+        stands for the levels past it."""
+        if n < 1:
+            return self.image, self.to_crop
+        while len(self.parts) <= n and min(self.parts[-1].shape[:2]) >= 4:
+            self.parts.append(cv2.pyrDown(self.parts[-1]))  # output pixel j sits on input pixel 2j
+        level = min(n, len(self.parts) - 1)
+        factor = float(1 << level)
+        to_part = np.array([[factor, 0.0, self.origin[0]], [0.0, factor, self.origin[1]], [0.0, 0.0, 1.0]])
+        return self.parts[level], self.to_crop @ to_part  # the part's pixels → the photo's → the crop's
 
 
 def footprint_levels(table: tuple[np.ndarray, np.ndarray], scale: float) -> np.ndarray:
@@ -340,7 +351,8 @@ def source_warp(image: np.ndarray, to_crop: np.ndarray, table: tuple[np.ndarray,
         return photo_warp(image, to_crop, (table[0][box], table[1][box]))
     levels = footprint_levels(table, scale)  # the level each pixel wants (mipmapping), on the MAP_STEP grid
     finest = max(0, int(np.floor(levels.min())))
-    out = photo_warp(*pyramid_part(image, to_crop, size, finest), (table[0][box], table[1][box]))
+    pyramid = PyramidParts(image, to_crop, size, finest + MAX_LEVELS - 1)
+    out = photo_warp(*pyramid.level(finest), (table[0][box], table[1][box]))
     for level in range(finest + 1, finest + MAX_LEVELS):
         weight = levels - np.float32(level - 1)  # between two levels, linearly
         grid_rows, grid_columns = np.nonzero(weight > 0.05)
@@ -358,7 +370,7 @@ def source_warp(image: np.ndarray, to_crop: np.ndarray, table: tuple[np.ndarray,
         if iy1 <= iy0 or ix1 <= ix0:
             continue
         part = np.s_[iy0:iy1, ix0:ix1]
-        coarser = photo_warp(*pyramid_part(image, to_crop, size, level), (table[0][part], table[1][part]))
+        coarser = photo_warp(*pyramid.level(level), (table[0][part], table[1][part]))
         blend = np.ascontiguousarray(blend[iy0 - y0:iy1 - y0, ix0 - x0:ix1 - x0])
         inside = np.s_[iy0 - rows.start:iy1 - rows.start, ix0 - columns.start:ix1 - columns.start]
         out[inside] = cv2.blendLinear(coarser, out[inside], blend, 1.0 - blend)
