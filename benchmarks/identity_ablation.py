@@ -196,6 +196,8 @@ VARIANTS: dict[str, tuple[dict, Callable[[], contextlib.AbstractContextManager]]
     "sharpen 0": ({"sharpen": 0.0}, contextlib.nullcontext),
     "feature degree 100": ({"feature_degree": 100.0}, contextlib.nullcontext),
     "profile degree 100": ({"profile_degree": 100.0}, contextlib.nullcontext),
+    "profile degree 40": ({"profile_degree": 40.0}, contextlib.nullcontext),
+    "profile degree 0 (the target's face contour)": ({"profile_degree": 0.0}, contextlib.nullcontext),
     "brows eyes and lips all the source's from degree 90": ({}, lambda: replaced(
         mesh_engine, "face_masks", _features_at_full(0.04))),
     "brows eyes and lips all the source's from degree 90 grown by 8 %": ({}, lambda: replaced(
