@@ -11,7 +11,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-from phone_photos import PHONE_SIDE, phone_jpeg
+from phone_photos import phone_jpeg
 from PIL import Image
 
 from facefuse.fusion.engine import FusionOptions
@@ -25,8 +25,15 @@ def uncached(store_config) -> Fuser:
 
 
 @pytest.fixture(scope="module")
-def phone_biden(rec: Path) -> bytes:
-    return phone_jpeg(rec / "biden.jpg")  # 1760×4000: the face ~230 px eye to eye
+def phone_selfie(rec: Path) -> bytes:
+    """A portrait at a phone photo's size (3000×4000): its face ~180 px eye to eye at ½ scale, more than the default
+    crop's need (111 px) and less than a 1024 px crop's (221 px)."""
+    return phone_jpeg(rec / "knn_examples/train/rose_leslie/img1.jpg")
+
+
+def half(side: int) -> int:
+    """A side decoded at ½ scale (libjpeg rounds up)."""
+    return -(-side // 2)
 
 
 def psnr(a: np.ndarray, b: np.ndarray) -> float:
@@ -41,39 +48,39 @@ def test_the_reduction_keeps_the_longer_side_at_least_the_asked_length() -> None
     assert jpeg_reduction(4000, 3000, None) == 1
 
 
-def test_a_large_jpeg_decodes_at_half_scale_like_an_area_downscale(phone_biden: bytes) -> None:
-    full = decode_image(phone_biden)
-    half = decode_image(phone_biden, at_least=1920)
-    assert (full.reduction, half.reduction) == (1, 2)
-    assert half.pixels.shape == (-(-full.pixels.shape[0] // 2), -(-full.pixels.shape[1] // 2), 3)
-    area = cv2.resize(full.pixels, (half.pixels.shape[1], half.pixels.shape[0]), interpolation=cv2.INTER_AREA)
-    assert psnr(area, half.pixels) > 35  # the same picture, in RGB order
+def test_a_large_jpeg_decodes_at_half_scale_like_an_area_downscale(phone_selfie: bytes) -> None:
+    full = decode_image(phone_selfie)
+    halved = decode_image(phone_selfie, at_least=1920)
+    assert (full.reduction, halved.reduction) == (1, 2)
+    assert halved.pixels.shape == (half(full.pixels.shape[0]), half(full.pixels.shape[1]), 3)
+    area = cv2.resize(full.pixels, (halved.pixels.shape[1], halved.pixels.shape[0]), interpolation=cv2.INTER_AREA)
+    assert psnr(area, halved.pixels) > 35  # the same picture, in RGB order
 
 
-def test_exif_orientation_is_applied_to_the_reduced_pixels(phone_biden: bytes) -> None:
-    image = Image.open(io.BytesIO(phone_biden))
+def test_exif_orientation_is_applied_to_the_reduced_pixels(phone_selfie: bytes) -> None:
+    image = Image.open(io.BytesIO(phone_selfie))
     exif = image.getexif()
     exif[0x0112] = 6  # rotate 90° clockwise on display
     out = io.BytesIO()
     image.save(out, "JPEG", quality=92, exif=exif)
     decoded = decode_image(out.getvalue(), at_least=1920)
     assert decoded.reduction == 2 and decoded.exif_orientation == 6
-    assert decoded.pixels.shape[:2] == (-(-image.width // 2), -(-image.height // 2))  # turned: width becomes height
+    assert decoded.pixels.shape[:2] == (half(image.width), half(image.height))  # turned: width becomes height
 
 
-def test_other_formats_and_small_jpegs_are_decoded_in_full(rec: Path, phone_biden: bytes) -> None:
+def test_other_formats_and_small_jpegs_are_decoded_in_full(rec: Path, phone_selfie: bytes) -> None:
     png = io.BytesIO()
-    Image.open(io.BytesIO(phone_biden)).save(png, "PNG", compress_level=1)
+    Image.open(io.BytesIO(phone_selfie)).save(png, "PNG", compress_level=1)
     assert decode_image(png.getvalue(), at_least=1920).reduction == 1
     assert decode_image((rec / "biden.jpg").read_bytes(), at_least=1920).reduction == 1  # 2204 px: ½ would be 1102
 
 
 def test_a_phone_source_is_prepared_at_half_scale_and_fuses_the_same(uncached: Fuser, rec: Path,
-                                                                     phone_biden: bytes) -> None:
+                                                                     phone_selfie: bytes) -> None:
     options = FusionOptions(visible_label=False)
-    prepared = uncached.prepare(phone_biden, options)
-    full = decode_image(phone_biden).pixels
-    assert prepared.analysis.image.shape[:2] == (full.shape[0] // 2, full.shape[1] // 2)
+    prepared = uncached.prepare(phone_selfie, options)
+    full = decode_image(phone_selfie).pixels
+    assert prepared.analysis.image.shape[:2] == (half(full.shape[0]), half(full.shape[1]))
     target = rec / "obama-720p.jpg"
     reduced_out = uncached.fuse_prepared(prepared, target, options)
     full_out = uncached.fuse(full, target, options)  # an array is never reduced
@@ -92,15 +99,25 @@ def test_a_group_photos_small_face_gets_the_full_decode(uncached: Fuser, rec: Pa
     assert np.abs(prepared.found.box - found.box).max() < 0.02 * found.box[2]
 
 
-def test_the_reduced_analysis_is_cached_apart_from_the_full_one(store_config, rec: Path, phone_biden: bytes) -> None:
+def test_the_reduced_analysis_is_cached_apart_from_the_full_one(store_config, rec: Path, phone_selfie: bytes) -> None:
     fuser = Fuser(FuserConfig(store=store_config))  # the analysis cache on
     target = rec / "obama-720p.jpg"
-    first = fuser.fuse(phone_biden, target)
-    again = fuser.fuse(phone_biden, target)
+    first = fuser.fuse(phone_selfie, target)
+    again = fuser.fuse(phone_selfie, target)
     assert "source_detect" in first.timings_ms and "source_detect" not in again.timings_ms  # the source seen before
-    assert fuser.prepare(phone_biden, FusionOptions()).analysis.image.shape[0] == PHONE_SIDE // 2
-    full_height = decode_image(phone_biden).pixels.shape[0]
+    full_height = decode_image(phone_selfie).pixels.shape[0]
+    assert fuser.prepare(phone_selfie, FusionOptions()).analysis.image.shape[0] == half(full_height)
     # the same photo as a target, or asked about by detect, is the full photo
-    assert fuser.detect(phone_biden, role="source").analysis.image.shape[0] == full_height
-    as_target = fuser.fuse(rec / "obama.jpg", phone_biden, FusionOptions(visible_label=False))
+    assert fuser.detect(phone_selfie, role="source").analysis.image.shape[0] == full_height
+    as_target = fuser.fuse(rec / "obama.jpg", phone_selfie, FusionOptions(visible_label=False))
     assert as_target.image.shape[0] == full_height
+
+
+def test_a_cached_reduced_source_is_not_reused_for_a_larger_crop(store_config, phone_selfie: bytes) -> None:
+    fuser = Fuser(FuserConfig(store=store_config))
+    full_height = decode_image(phone_selfie).pixels.shape[0]
+    assert fuser.prepare(phone_selfie, FusionOptions()).analysis.image.shape[0] == half(full_height)  # cached at ½
+    # a 1024 px crop asks twice the detail: the cached ½ analysis no longer has it, so the photo is decoded in full
+    larger = fuser.prepare(phone_selfie, FusionOptions(crop_size=1024))
+    assert larger.analysis.image.shape[0] == full_height
+    assert "detect" in larger.timings_ms  # analysed again, not taken from the cache

@@ -60,6 +60,18 @@ class Face:
     def accepted(self) -> bool:
         return not self.issues
 
+    def scaled(self, factor: int) -> Face:
+        """The face in the pixels of its photo decoded ``factor`` times larger (a photo decoded at 1/``factor``
+        scale by libjpeg, whose pixel ``i`` covers pixels ``factor·i`` … ``factor·i + factor − 1``), unmeasured."""
+        shift = (factor - 1) / 2
+        box = np.array([self.box[0] * factor + shift, self.box[1] * factor + shift, self.box[2] * factor,
+                        self.box[3] * factor], dtype=self.box.dtype)
+        landmarks = None
+        if self.landmarks is not None:
+            landmarks = self.landmarks * factor  # depth in the same pixel units as x and y
+            landmarks[:, :2] += shift
+        return Face(box, self.score, self.keypoints * factor + shift, landmarks, self.pose)
+
     @property
     def area(self) -> float:
         return float(self.box[2] * self.box[3])

@@ -67,8 +67,8 @@ def default_stages(models: Models, analysis: AnalysisConfig) -> Pipeline:
     gate = Gate(analysis.quality, models.cache)
     return Pipeline([
         Decode(analysis.limits, models.cache),
-        Detect(models.analyzer, analysis.limits),
-        Landmarks(models.analyzer, models.cache),
+        Detect(models.analyzer),
+        Landmarks(models.analyzer, models.cache, analysis.limits),
         gate,
         Restore(models.restorer, gate),
         Align(models.memo),
