@@ -5,7 +5,7 @@ A fusion's source (``Record.reducible``) that is a large JPEG is decoded at ½�
 the analysis copy's (:data:`~facefuse.analysis.analyzer.ANALYSIS_MAX_SIDE`): the detectors and FaceMesh see that copy
 either way, and the render samples a face from a phone's 12 MP photo far below the photo's resolution. Whether the
 face it holds keeps enough pixels for the render is known only once it is found: the landmarks stage decodes it
-again in full when not (:func:`lacks_detail`). A 4000 px selfie as the source: a 720p fusion 171 → 104 ms here
+again in full when not (:func:`lacks_detail`). A 4000 px selfie as the source: a 720p fusion 173 → 103 ms here
 (``benchmarks/speed_ab.py --phone``; ``benchmarks/fusion_speed.py``'s "4000 px source" column)."""
 
 from __future__ import annotations
