@@ -15,7 +15,7 @@ from phone_photos import phone_jpeg
 from PIL import Image
 
 from facefuse.fusion.engine import FusionOptions
-from facefuse.imageio import decode_image, jpeg_reduction
+from facefuse.imageio import decode_image, reduction_for
 from facefuse.pipeline import Fuser, FuserConfig
 
 
@@ -41,11 +41,11 @@ def psnr(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def test_the_reduction_keeps_the_longer_side_at_least_the_asked_length() -> None:
-    assert jpeg_reduction(4000, 3000, 1920) == 2
-    assert jpeg_reduction(3000, 8000, 1920) == 4
-    assert jpeg_reduction(16000, 9000, 1920) == 8
-    assert jpeg_reduction(3839, 2000, 1920) == 1
-    assert jpeg_reduction(4000, 3000, None) == 1
+    assert reduction_for(4000, 3000, 1920) == 2
+    assert reduction_for(3000, 8000, 1920) == 4
+    assert reduction_for(16000, 9000, 1920) == 8
+    assert reduction_for(3839, 2000, 1920) == 1
+    assert reduction_for(4000, 3000, None) == 1
 
 
 def test_a_large_jpeg_decodes_at_half_scale_like_an_area_downscale(phone_selfie: bytes) -> None:
@@ -68,10 +68,17 @@ def test_exif_orientation_is_applied_to_the_reduced_pixels(phone_selfie: bytes) 
     assert decoded.pixels.shape[:2] == (half(image.width), half(image.height))  # turned: width becomes height
 
 
-def test_other_formats_and_small_jpegs_are_decoded_in_full(rec: Path, phone_selfie: bytes) -> None:
+def test_other_formats_and_arrays_are_halved_after_decoding_and_small_jpegs_decoded_in_full(
+        rec: Path, phone_selfie: bytes) -> None:
+    full = decode_image(phone_selfie).pixels
     png = io.BytesIO()
-    Image.open(io.BytesIO(phone_selfie)).save(png, "PNG", compress_level=1)
-    assert decode_image(png.getvalue(), at_least=1920).reduction == 1
+    Image.fromarray(full).save(png, "PNG", compress_level=1)
+    for given in (png.getvalue(), full):
+        halved = decode_image(given, at_least=1920)
+        assert halved.reduction == 2 and halved.pixels.shape[:2] == (full.shape[0] // 2, full.shape[1] // 2)
+        area = cv2.resize(full, (halved.pixels.shape[1], halved.pixels.shape[0]), interpolation=cv2.INTER_AREA)
+        assert psnr(area, halved.pixels) > 45  # the same 2×2 means
+    assert decode_image(full).reduction == 1  # only when asked
     assert decode_image((rec / "biden.jpg").read_bytes(), at_least=1920).reduction == 1  # 2204 px: ½ would be 1102
 
 
@@ -81,9 +88,14 @@ def test_a_phone_source_is_prepared_at_half_scale_and_fuses_the_same(uncached: F
     prepared = uncached.prepare(phone_selfie, options)
     full = decode_image(phone_selfie).pixels
     assert prepared.analysis.image.shape[:2] == (half(full.shape[0]), half(full.shape[1]))
+    assert uncached.prepare(full, options).analysis.image.shape[:2] == (full.shape[0] // 2, full.shape[1] // 2)
+    # a 1024 px crop cap asks twice the detail: the photo is decoded in full, and the 720p target's crop (sized to its
+    # face, under 512 px) is the same, so the two fusions differ only by the source's decode
+    in_full = uncached.prepare(phone_selfie, options.model_copy(update={"crop_size": 1024}))
+    assert in_full.analysis.image.shape == full.shape
     target = rec / "obama-720p.jpg"
     reduced_out = uncached.fuse_prepared(prepared, target, options)
-    full_out = uncached.fuse(full, target, options)  # an array is never reduced
+    full_out = uncached.fuse_prepared(in_full, target, options)
     x, y, w, h = (int(v) for v in reduced_out.faces[0]["box"])
     assert psnr(reduced_out.image[y:y + h, x:x + w], full_out.image[y:y + h, x:x + w]) > 30
     assert np.array_equal(reduced_out.image[:, : x - w], full_out.image[:, : x - w])  # the background untouched

@@ -1,9 +1,10 @@
 """decode: the photo's bytes (a path, a buffer) to RGB pixels, limits checked before any pixel is decoded; a photo
 seen recently comes with its analysis from the content-keyed cache, and then needs no detector or landmarks.
 
-A fusion's source (``Record.reducible``) that is a large JPEG is decoded at ½–⅛ scale, its longer side kept at least
-the analysis copy's (:data:`~facefuse.analysis.analyzer.ANALYSIS_MAX_SIDE`): the detectors and FaceMesh see that copy
-either way, and the render samples a face from a phone's 12 MP photo far below the photo's resolution. Whether the
+A fusion's source (``Record.reducible``) that is a large photo comes at ½–⅛ scale, its longer side kept at least the
+analysis copy's (:data:`~facefuse.analysis.analyzer.ANALYSIS_MAX_SIDE`): the detectors and FaceMesh see that copy
+either way, and the render samples a face from a phone's 12 MP photo far below the photo's resolution. A JPEG is
+decoded so (libjpeg's DCT scaling: most of the decoding skipped), other files and arrays are halved after decoding. Whether the
 face it holds keeps enough pixels for the render is known only once it is found: the landmarks stage decodes it
 again in full when not (:func:`lacks_detail`). A 4000 px selfie as the source: a 720p fusion 173 → 103 ms here
 (``benchmarks/speed_ab.py --phone``; ``benchmarks/fusion_speed.py``'s "4000 px source" column)."""
@@ -51,8 +52,10 @@ class Decode(Stage):
         given = record.input
         assert given is not None, "a record to decode names its photo"
         try:
+            at_least = ANALYSIS_MAX_SIDE if record.reducible else None
             if isinstance(given, np.ndarray):  # arrays are not hashed: hashing megabytes costs about what it saves
-                return replace(record, image=decode_image(given, self.limits).pixels)
+                decoded = decode_image(given, self.limits, at_least)
+                return replace(record, image=decoded.pixels, reduction=decoded.reduction)
             data = read_input_bytes(given, self.limits)
             key = content_key(data) if self.cache.max_bytes else None
             if key:
@@ -63,7 +66,7 @@ class Decode(Stage):
                     if cached is not None and (reduction == 1 or not lacks_detail(cached, record.options)):
                         return replace(record, analysis=cached, image=cached.image, reduction=reduction,
                                        cache_key=reduced_key(key, reduction))
-            decoded = decode_image(data, self.limits, ANALYSIS_MAX_SIDE if record.reducible else None)
+            decoded = decode_image(data, self.limits, at_least)
             return replace(record, image=decoded.pixels, reduction=decoded.reduction,
                            cache_key=key and reduced_key(key, decoded.reduction))
         except FacefuseError as exc:

@@ -14,7 +14,7 @@ from ..analysis.cache import AnalysisCache, full_key
 from ..analysis.types import ImageAnalysis
 from ..config import ImageLimits
 from ..errors import FacefuseError
-from ..imageio import decode_image, read_input_bytes
+from ..imageio import decode_image
 from .decode import about, lacks_detail
 from .detect import Analysing
 from .record import Record
@@ -47,7 +47,7 @@ class Landmarks(Analysing):
         """The record with its photo decoded again in full and its faces scaled to it."""
         assert record.input is not None and record.analysis is not None
         try:
-            pixels = decode_image(read_input_bytes(record.input, self.limits), self.limits).pixels  # type: ignore[arg-type]
+            pixels = decode_image(record.input, self.limits).pixels
         except FacefuseError as exc:
             raise about(exc, record) from None
         analysis = record.analysis

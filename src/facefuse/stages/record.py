@@ -139,7 +139,7 @@ class Record:
     options: FusionOptions = field(default_factory=FusionOptions)
     input: ImageInput | None = None  # what decode reads: a path, bytes or an RGB array
     must_fuse: bool = True  # a refusal is raised (photos) or kept in ``refusal`` (detect, video frames)
-    # a fusion's source photo: a large JPEG may be decoded at ½–⅛ scale (see facefuse.stages.decode); ``reduction``
+    # a fusion's source photo: a large one may come at ½–⅛ scale (see facefuse.stages.decode); ``reduction``
     # is the scale it was decoded at, its faces' coordinates are in those pixels
     reducible: bool = False
     reduction: int = 1
