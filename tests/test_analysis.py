@@ -391,7 +391,7 @@ def test_photos_of_several_requests_analysed_in_one_batch_equal_one_by_one(store
     photos = [(rec / "two_people.jpg").read_bytes(), b"not a photo", (rec / "obama.jpg").read_bytes()]
     counted = _CountingSession(fresh.analyzer.mesh.session)  # the real ONNX Runtime session, its runs counted
     fresh.analyzer.mesh.session = counted
-    together = fresh.analyze_many([(photos[0], "image"), (photos[1], "source"), (photos[2], "target")])
+    together = fresh.analyze_many([(photos[0], "image", None), (photos[1], "source", None), (photos[2], "target", None)])
     assert counted.batches[0] == 3  # the first FaceMesh run held the two faces of one photo and the face of the other
     assert isinstance(together[1], FacefuseError) and together[1].code is ErrorCode.UNSUPPORTED_IMAGE
     assert together[1].details["image"] == "source"

@@ -133,3 +133,16 @@ def test_a_cached_reduced_source_is_not_reused_for_a_larger_crop(store_config, p
     larger = fuser.prepare(phone_selfie, FusionOptions(crop_size=1024))
     assert larger.analysis.image.shape[0] == full_height
     assert "detect" in larger.timings_ms  # analysed again, not taken from the cache
+
+
+def test_the_ray_analysis_batch_analyses_a_fusions_source_as_prepare_does(uncached: Fuser, rec: Path,
+                                                                          phone_selfie: bytes) -> None:
+    """``Fuser.analyze_many`` (the Ray analysis deployment) takes a fusion's options with its source: reduced as
+    ``prepare`` would, and the same photo without them (a detect request) or as the target in full."""
+    full_height = decode_image(phone_selfie).pixels.shape[0]
+    source, detect, target = uncached.analyze_many([(phone_selfie, "source", FusionOptions()),
+                                                    (phone_selfie, "source", None), (phone_selfie, "target", None)])
+    assert source.image.shape[0] == half(full_height)
+    assert detect.image.shape[0] == target.image.shape[0] == full_height
+    fused = uncached.fuse_analyses(source, uncached.analyze(rec / "obama-720p.jpg", "target"))
+    assert fused.faces and fused.image.shape[:2] == (720, 1280)

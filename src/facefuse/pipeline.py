@@ -184,11 +184,15 @@ class Fuser:
         assert analysis is not None
         return analysis
 
-    def analyze_many(self, images: list[tuple[ImageInput, str]]) -> list[ImageAnalysis | FacefuseError]:
-        """decode … landmarks for several (photo, role) pairs at once, the faces of all of them in one FaceMesh
-        batch (the Ray analysis deployment). A photo that cannot be read gets its error in its place, so one bad
-        upload does not fail the other requests of a batch."""
-        records = [Record(role, input=image) for image, role in images]  # type: ignore[arg-type]
+    def analyze_many(self, images: Sequence[tuple[ImageInput, str, FusionOptions | None]]
+                     ) -> list[ImageAnalysis | FacefuseError]:
+        """decode … landmarks for several (photo, role, fusion options) at once, the faces of all of them in one
+        FaceMesh batch (the Ray analysis deployment). A photo with options is a fusion's source, analysed as
+        :meth:`prepare` analyses one (a large photo at reduced scale, :mod:`facefuse.stages.decode`); without, the
+        photo as it is. A photo that cannot be read gets its error in its place, so one bad upload does not fail the
+        other requests of a batch."""
+        records = [Record(role, options or FusionOptions(), input=image, reducible=options is not None)  # type: ignore[arg-type]
+                   for image, role, options in images]
         found: list[ImageAnalysis | FacefuseError] = []
         for record in self.stages.only(ANALYSIS).many(records):
             if isinstance(record, FacefuseError):

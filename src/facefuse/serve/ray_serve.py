@@ -95,7 +95,7 @@ class AnalysisDeployment(_Replica):
                              ) -> list[list[ImageAnalysis | FacefuseError]]:
         """Each item is one request's photos (a fusion's two, a detection's one); all go through one FaceMesh run."""
         self.batch_sizes[len(requests)] += 1
-        flat = [(asked.image, asked.role) for photos in requests for asked in photos]
+        flat = [(asked.image, asked.role, asked.options) for photos in requests for asked in photos]
         found = await asyncio.to_thread(self.fuser.analyze_many, flat)
         answers, first = [], 0
         for photos in requests:
@@ -200,7 +200,8 @@ class RayBackend:
                    disconnected: Disconnected) -> Outcome[work.FuseAnswer]:
         self.readiness()
         analysis, fusion = self.handles[ANALYSIS], self.handles[FUSION]
-        photos = analysis.analyze.remote([*(work.DetectRequest(source, "source") for source in asked.sources),
+        photos = analysis.analyze.remote([*(work.DetectRequest(source, "source", asked.options)
+                                            for source in asked.sources),
                                           work.DetectRequest(asked.target, "target")])
         fused = fusion.fuse.remote(photos, asked.spec)  # the analyses travel replica to replica, the bytes stay here
         start = time.monotonic()

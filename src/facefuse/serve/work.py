@@ -57,6 +57,7 @@ class FuseAnswer:
 class DetectRequest:
     image: bytes
     role: str
+    options: FusionOptions | None = None  # a fusion's source: its options (Fuser.analyze_many analyses it as such)
 
 
 def answer(result: FusionResult) -> FuseAnswer:
