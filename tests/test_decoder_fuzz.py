@@ -95,12 +95,14 @@ def _assert_refused_properly(error: FacefuseError) -> None:
 def test_damaged_photos_decode_or_get_a_4xx(photo_files: dict[str, bytes], data: st.DataObject) -> None:
     fmt = data.draw(st.sampled_from(sorted(photo_files)))
     damaged = data.draw(mutated(photo_files[fmt]))
+    at_least = data.draw(st.sampled_from([None, 100]))  # 100: a fusion source's reduced decode (½–¼ of 427×240)
     try:
-        decoded = decode_image(damaged, LIMITS)
+        decoded = decode_image(damaged, LIMITS, at_least)
     except FacefuseError as error:
         _assert_refused_properly(error)
         return
     assert decoded.pixels.dtype == np.uint8 and decoded.pixels.ndim == 3 and decoded.pixels.shape[2] == 3
+    assert at_least is None or max(decoded.pixels.shape[:2]) >= at_least or decoded.reduction == 1
 
 
 @pytest.fixture(scope="module")
