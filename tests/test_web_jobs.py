@@ -8,10 +8,13 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from job_helpers import make_clip
 from serve_helpers import LiveServer
 from test_web_page import ARTIFACTS, open_page
+
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from facefuse.config import StoreConfig
 from facefuse.imageio import read_label
@@ -23,6 +26,19 @@ KEY = "page-key"
 def server(store_config: StoreConfig, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     with LiveServer(store_config, jobs_dir=tmp_path_factory.mktemp("web-jobs"), api_key=KEY) as live:
         yield live
+
+
+def wait_for_job_end(page, server: LiveServer, shown: str, problems: list[str]) -> None:
+    """Waits for ``shown`` (the job's error box or its download link); when it never appears, fails with what the
+    page says, the page's problems and the job as the server has it (a once-seen CI timeout said none of that)."""
+    try:
+        page.locator(shown).wait_for(state="visible")
+    except PlaywrightTimeout:
+        job_id = page.evaluate("() => jobs.id")
+        job = (httpx.get(f"{server.url}/v1/jobs/{job_id}", headers={"Authorization": f"Bearer {KEY}"}).text
+               if job_id else None)
+        pytest.fail(f"{shown} never shown; the page says {page.locator('#jobs-text').inner_text()!r}, "
+                    f"its problems: {problems}, its job {job_id}: {job}")
 
 
 def test_photo_batch_from_the_page(browser, server, faces_dir: Path):
@@ -40,7 +56,7 @@ def test_photo_batch_from_the_page(browser, server, faces_dir: Path):
                                              str(faces_dir / "insightface/inspireface/bulk/view.jpg")])
         assert page.locator("#jobs-chosen").inner_text() == "3 files chosen"
         page.locator("#jobs-start").click()
-        page.locator("#jobs-download").wait_for(state="visible")
+        wait_for_job_end(page, server, "#jobs-download", problems)
         assert page.locator("#jobs-text").inner_text() == "Done: 2 of 3 photos fused."
         assert page.evaluate("() => document.getElementById('jobs-progress').value") == 100
         assert page.locator("#jobs-failures li").inner_text() == "view.jpg: No face found in the target photo"
@@ -69,12 +85,12 @@ def test_more_photos_of_the_source_person_go_with_a_batch(browser, server, faces
                                                     str(faces_dir / "insightface/inspireface/bulk/view.jpg")])
         page.set_input_files("#jobs-files", str(same / "yang_mi/01_selfie_indoor_ambient.jpg"))
         page.locator("#jobs-start").click()
-        page.locator("#jobs-error").wait_for(state="visible")
+        wait_for_job_end(page, server, "#jobs-error", problems)
         assert page.locator("#jobs-text").inner_text() == "The job failed"
         assert page.locator("#jobs-error-message").inner_text() == "No face found in the source photo (source photo 3)."
         page.set_input_files("#more-sources-file", str(same / "jay_chou/02_aligned_crop_frontal.jpg"))
         page.locator("#jobs-start").click()
-        page.locator("#jobs-download").wait_for(state="visible")
+        wait_for_job_end(page, server, "#jobs-download", problems)
         assert page.locator("#jobs-text").inner_text().startswith("Done: 1 of 1 photos fused")
         assert problems == []
     finally:
