@@ -6,8 +6,8 @@ from vertex to vertex, the far side's own pixels (a fringe over the far temple, 
 between mirrored ones: a dark bar on the forehead, a dark mirrored patch over one eye. Measured on the forehead
 band between the brows and the hairline (the target's landmarks, :mod:`facefuse_eval.seams`): ``dip``, how far the
 darkest column of the band falls below the band's median (L of CIELAB, 0–255 levels), and ``step``, the largest jump
-between columns 2 px apart — a bar and a seam. Writes benchmarks/results/mirror_seam.md and a contact sheet (target | before | after, 3× crops)
-to artifacts/mirror_seam.png.
+between columns 2 px apart — a bar and a seam. Writes benchmarks/results/<section>.md and a contact sheet (target | before | after, 3× crops)
+to artifacts/<section>.png.
 """
 
 from __future__ import annotations
@@ -49,9 +49,9 @@ np.savez(out, **found)
 """
 
 
-def outputs(src: Path, out: Path) -> dict[str, np.ndarray]:
+def outputs(src: Path, out: Path, targets: list[str]) -> dict[str, np.ndarray]:
     env = {**os.environ, "PYTHONPATH": str(src)}
-    subprocess.run([sys.executable, "-c", CHILD, str(FACES), json.dumps(SOURCES), json.dumps(TARGETS), str(out)],
+    subprocess.run([sys.executable, "-c", CHILD, str(FACES), json.dumps(SOURCES), json.dumps(targets), str(out)],
                    env=env, check=True)
     with np.load(out) as data:
         return {k: data[k] for k in data.files}
@@ -74,14 +74,19 @@ def crop(image: np.ndarray, box: tuple[int, int, int, int], side: int = 240) -> 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--base", default="main", help="the commit to compare with")
+    parser.add_argument("--targets", default=",".join(TARGETS), help="comma-separated target photos (under faces/)")
+    parser.add_argument("--section", default="mirror_seam", help="results section to write")
+    parser.add_argument("--title", default="Seams of the mirror fill on frontal targets",
+                        help="the section's heading")
     args = parser.parse_args()
+    targets = args.targets.split(",")
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
-        before = outputs(base_tree(args.base, work / "base"), work / "base.npz")
-        after = outputs(Path(__file__).resolve().parents[1] / "src", work / "this.npz")
+        before = outputs(base_tree(args.base, work / "base"), work / "base.npz", targets)
+        after = outputs(Path(__file__).resolve().parents[1] / "src", work / "this.npz", targets)
     fuser, rows, sheet = Fuser(), [], []
     totals = {"before": [], "after": []}
-    for t, target in enumerate(TARGETS):
+    for t, target in enumerate(targets):
         band, box = forehead(fuser, target)
         picture = cv2.cvtColor(cv2.imread(str(FACES / target)), cv2.COLOR_BGR2RGB)
         own = bar_and_seam(picture, band)
@@ -95,24 +100,24 @@ def main() -> None:
                         f"| {same} |")
             sheet.append(np.concatenate([crop(picture, box), crop(before[key], box), crop(after[key], box)], 1))
     ARTIFACTS.mkdir(exist_ok=True)
-    cv2.imwrite(str(ARTIFACTS / "mirror_seam.png"), cv2.cvtColor(np.concatenate(
+    cv2.imwrite(str(ARTIFACTS / f"{args.section}.png"), cv2.cvtColor(np.concatenate(
         [np.concatenate(sheet[i:i + 2], 1) for i in range(0, len(sheet), 2)], 0), cv2.COLOR_RGB2BGR))
     mean = {k: np.mean(v, axis=0) for k, v in totals.items()}
     worst = {k: np.max(v, axis=0) for k, v in totals.items()}
-    lines = ["## Seams of the mirror fill on frontal targets (`benchmarks/mirror_seam.py`)", "",
-             f"Machine: {machine()}. The six `hard/profile` sources (turned 30–55°) fused onto frontal targets by "
+    lines = [f"## {args.title} (`benchmarks/mirror_seam.py`)", "",
+             f"Machine: {machine()}. Run: `{' '.join(sys.argv[1:])}`. The six `hard/profile` sources (turned 30–55°) fused onto the targets by "
              f"`{args.base}` (before) and by this tree (after), default options. Forehead band between the brows "
              "and the hairline (the target's mesh points 105/334 across, 151/9 down): `dip`, the darkest column's "
              "fall below the band's median lightness, and `step`, the largest jump in lightness between columns 2 px "
              "apart (CIELAB L, 0–255 levels; the frontal target's own forehead is the floor). Contact sheet: "
-             "artifacts/mirror_seam.png (target | before | after).", "",
+             f"artifacts/{args.section}.png (target | before | after).", "",
              "| source | target | target's own: dip / step | before: dip / step | after: dip / step | identical |", "|---|---|---|---|---|---|",
              *rows,
              f"| **mean** | {len(rows)} pairs | | {mean['before'][0]:.1f} / {mean['before'][1]:.1f} | "
              f"{mean['after'][0]:.1f} / {mean['after'][1]:.1f} | |",
              f"| **worst** | | | {worst['before'][0]:.1f} / {worst['before'][1]:.1f} | "
              f"{worst['after'][0]:.1f} / {worst['after'][1]:.1f} | |"]
-    print(write_section("mirror_seam", "\n".join(lines)).read_text())
+    print(write_section(args.section, "\n".join(lines)).read_text())
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ from facefuse.config import AnalysisConfig, QualityConfig
 from facefuse.errors import ErrorCode, FacefuseError
 from facefuse.fusion.engine import FusionOptions
 from facefuse.fusion.mesh_engine import mirror_fill
-from facefuse.geometry.regions import LEFT_EYE, RIGHT_EYE
+from facefuse.analysis.segmentation import FACE_CLASSES
+from facefuse.geometry.regions import LEFT_BROW, LEFT_EYE, RIGHT_BROW, RIGHT_EYE
 from facefuse.pipeline import Fuser, FuserConfig
 from facefuse_eval.lighting import lighting_error
 
@@ -80,6 +81,41 @@ def test_mirror_fill_takes_the_hidden_side_from_the_visible_one(fuser, faces_dir
     assert abs(np.sign(canonical_x[filled]).mean()) > 0.9
     assert np.all(np.sign(canonical_x[partners[filled]]) != np.sign(canonical_x[filled]))
     assert np.array_equal(partners[partners], np.arange(len(partners)))
+
+
+def test_a_turned_sources_far_side_off_its_face_is_mirrored(fuser, faces_dir):
+    """hard/profile/03 (turned 30°) onto a selfie turned 11° the same way: too close in yaw for the mirror by pose
+    alone, but FaceMesh put the far eye and brow partly on the dark background beyond the cheek (dark streaks
+    through the new far eye and brow). With the source's parsing, the points it puts off the face are taken from
+    their mirror partners — on the far side only — and a frontal source's parsing is never asked for."""
+    options = FusionOptions(visible_label=False)
+    source = fuser.prepare(faces_dir / "hard/profile/03_turned_38_flash.jpg", options)
+    target = fuser.analyze(faces_dir / "hard/same-person/yang_mi/01_selfie_indoor_ambient.jpg").faces[0]
+    face, parsing = source.prepared.face, source.source_parsing()
+    assert face.pose is not None and target.pose is not None and parsing is not None
+    assert abs(face.pose.yaw) > 20 and abs(face.pose.yaw - target.pose.yaw) < 30
+    assert mirror_fill(face, target) is None  # by pose alone: no mirror
+
+    on_face = parsing.at(face.landmarks[:, :2], *FACE_CLASSES)
+    off, clearly_off = on_face < 0.5, on_face < 0.25
+    features = np.concatenate([RIGHT_EYE, LEFT_EYE, RIGHT_BROW, LEFT_BROW])
+    assert clearly_off[features].sum() >= 10, "FaceMesh's far eye and brow lie partly off the photo's face"
+    fill = mirror_fill(face, target, lambda: parsing)
+    assert fill is not None
+    partners, weights = fill
+    assert weights[features[clearly_off[features]]].min() > 0.9  # taken from their partners
+    canonical_x = ((face.landmarks - face.landmarks.mean(0)) @ face_axes(face.landmarks))[:, 0]
+    far = np.sign(canonical_x[weights > 0.5]).mean()
+    assert abs(far) == 1 and np.all(np.sign(canonical_x[weights > 0.05]) == far)  # one side only
+    assert weights[off & (np.sign(canonical_x) == far)].mean() > 0.8
+    assert parsing.at(face.landmarks[partners[weights > 0.5], :2], *FACE_CLASSES).mean() > 0.9  # partners on it
+
+    frontal = fuser.analyze(faces_dir / "face_recognition/obama.jpg").faces[0]
+
+    def never() -> None:
+        raise AssertionError("a frontal source's parsing was asked for")
+
+    assert mirror_fill(frontal, target, never) is None
 
 
 def test_turned_faces_fuse_with_a_warning_past_the_warn_angle(store_config, faces_dir):

@@ -6,7 +6,7 @@ winding order in the source photo, the source's texture there is mirrored and la
 hair as dark dots and a second contour). Measured with the faces' own points (degrees 0: no reshaping), on the
 target's aligned crop, with the mouth left out (its interior stays the target's); the triangulation is a choice:
 :func:`facefuse.fusion.mesh_engine.surface_triangles` (the engine's) or :func:`projection_triangles` (before).
-With ``mirror``, the engine's mirror fill is counted as it blends: a triangle whose vertices take weight ``w`` from
+With ``mirror``, the engine's mirror fill (with the source's parsing, as a fusion has it) is counted as it blends: a triangle whose vertices take weight ``w`` from
 their mirror partners (its pixels' mean weight: the mean of its corners', the weight being interpolated linearly)
 counts as ``(1 - w)`` × folded in the source + ``w`` × folded in the mirror partners' triangle (turned over in the
 source: a reflection turns it once more).
@@ -41,7 +41,9 @@ def _winding(points: np.ndarray, triangles: np.ndarray) -> np.ndarray:
 def folded_share(fuser: Fuser, source: Path, target: Path, triangulate: Triangulation, mirror: bool = False) -> float:
     """Share of the target face's pixels (largest faces; mouth left out) warped from a folded source triangle."""
     target_face = max(fuser.analyze(target).faces, key=lambda f: f.area)
-    source_face = max(fuser.analyze(source).faces, key=lambda f: f.area)
+    # the source as a fusion prepares it: its face, and its parsing, which the mirror fill of a turned source asks
+    prepared = fuser.prepare(source, FusionOptions(visible_label=False))
+    source_face = prepared.prepared.face
     source_mesh = source_face.landmarks
     assert target_face.landmarks is not None and source_mesh is not None
     to_crop, size = MeshFusionEngine().crop_matrix(target_face, FusionOptions())
@@ -56,7 +58,7 @@ def folded_share(fuser: Fuser, source: Path, target: Path, triangulate: Triangul
     owner = owner[owner >= 0]
     face = np.all(triangles < len(target_pts), axis=1) & ~np.isin(triangles, MOUTH_GROUP).any(axis=1)
     folded = (np.sign(_winding(destination, triangles)) != np.sign(_winding(origin, triangles))).astype(float)
-    fill = mirror_fill(source_face, target_face) if mirror else None
+    fill = mirror_fill(source_face, target_face, prepared.source_parsing) if mirror else None
     if fill is not None:
         partners, weights = fill
         reflected = origin.copy()

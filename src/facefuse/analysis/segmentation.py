@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import cv2
 import numpy as np
 
 from ..geometry import align
@@ -44,6 +45,12 @@ class FaceParsing:
     def mask(self, *classes: int) -> np.ndarray:
         """Soft mask (0..1) of the union of ``classes``, e.g. ``mask(HAIR, OCCLUDER)``."""
         return self.probabilities[list(classes)].sum(0)
+
+    def at(self, points: np.ndarray, *classes: int) -> np.ndarray:
+        """The union of ``classes`` at each of ``points`` (photo pixels, (n, 2)), bilinear; 0 outside the crop."""
+        crop = (points @ self.matrix[:, :2].T + self.matrix[:, 2]).astype(np.float32)
+        return cv2.remap(self.mask(*classes).astype(np.float32), crop[None, :, 0], crop[None, :, 1],
+                         cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=0.0)[0]
 
 
 class FaceSegmenter:

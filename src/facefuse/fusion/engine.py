@@ -17,6 +17,7 @@ import cv2
 import numpy as np
 from pydantic import Field
 
+from ..analysis.segmentation import FaceParsing
 from ..analysis.types import Face
 from .restorer import RestoreMode
 from ..schema import Options, Scope, option
@@ -117,6 +118,10 @@ class SourceFace:
 
     face: Face
     payload: dict[str, Any] = field(default_factory=dict)
+    # the source face parsed in its own photo (the segment stage's source half; None without the segmenter), for an
+    # engine that asks which of its points the photo really shows. A call, made only when needed: a photo fusion
+    # parses the source on a thread of its own, and the call waits for it (PreparedSource.source_parsing)
+    parsing: Callable[[], FaceParsing | None] | None = None
 
 
 @dataclass(frozen=True, eq=False)

@@ -12,6 +12,7 @@ are kept from the target by the ``keep_target`` mask).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import cv2
@@ -21,6 +22,7 @@ from scipy.optimize import linear_sum_assignment
 from scipy.spatial.distance import cdist
 
 from ..analysis.pose import face_axes
+from ..analysis.segmentation import FACE_CLASSES, FaceParsing
 from ..analysis.types import Face
 from ..geometry import align, mesh
 from ..geometry.align import crop_template
@@ -190,6 +192,9 @@ def source_texture(payload: dict[str, Any], target_points: np.ndarray) -> np.nda
 
 
 MIRROR_FROM_TURN = 30.0  # yaw between source and target below which the source shows what the target shows
+# source yaw from which its far side's points are FaceMesh's guess, checked against the source's parsing
+GUESSED_FROM_TURN = 20.0
+ON_FACE = 0.5  # share of face classes under a source point from which the photo shows it (see mirror_fill)
 FORESHORTENED = (0.3, 0.6)  # source's visibility relative to the target's at which a vertex is fully / not at all
 # filled by its mirror
 
@@ -217,7 +222,8 @@ def mirror_partners(mesh_3d: np.ndarray) -> np.ndarray:
     return linear_sum_assignment(cdist(canonical, canonical * np.array([-1.0, 1.0, 1.0])))[1]
 
 
-def mirror_fill(source: Face, target: Face) -> tuple[np.ndarray, np.ndarray] | None:
+def mirror_fill(source: Face, target: Face, parsing: Callable[[], FaceParsing | None] | None = None
+                ) -> tuple[np.ndarray, np.ndarray] | None:
     """Each vertex's mirror partner and how much of its texture to take from there, for ``source`` fused onto
     ``target``; ``None`` when the two poses are close enough that the source shows what the target shows.
 
@@ -227,14 +233,26 @@ def mirror_fill(source: Face, target: Face) -> tuple[np.ndarray, np.ndarray] | N
     +20°, onto profiles at −35…−47° warped 16.9–24.5 % of the target's face from folded triangles; the rule before
     only looked at the source's own turn past 30°). The weight follows the source's :func:`visibility` relative
     to the target's.
+
+    A source turned ``GUESSED_FROM_TURN`` or more has its far side's points checked against the photo: ``parsing``
+    (the source's, in its own photo) tells which of them lie on its face; one it puts off the face (on the background
+    or the hair beyond the far cheek) counts as not seen. Why: FaceMesh places a whole face even where the photo
+    hides it, and on a turned source it put the far eye and brow partly on the dark background beyond the cheek,
+    where its mesh is barely foreshortened, so the rule above kept them: dark streaks through the new far eye and
+    brow (issue 17, hard/profile/01 and 03 — 45° and 30° — onto a selfie turned 11° the same way).
     """
-    if source.pose is None or target.pose is None or abs(source.pose.yaw - target.pose.yaw) <= MIRROR_FROM_TURN:
+    if source.pose is None or target.pose is None:
+        return None
+    parsed = parsing() if parsing is not None and abs(source.pose.yaw) >= GUESSED_FROM_TURN else None
+    if parsed is None and abs(source.pose.yaw - target.pose.yaw) <= MIRROR_FROM_TURN:
         return None
     assert source.landmarks is not None and target.landmarks is not None
     canonical = (source.landmarks - source.landmarks.mean(0)) @ face_axes(source.landmarks)
     triangles = mesh.triangulate(canonical[:, :2])
     partners = mirror_partners(source.landmarks)
     seen = visibility(source.landmarks, triangles)
+    if parsed is not None:
+        seen = seen * np.clip(parsed.at(source.landmarks[:, :2], *FACE_CLASSES) / ON_FACE, 0.0, 1.0)
     relative = seen / np.maximum(visibility(target.landmarks, triangles), 0.1)
     low, high = FORESHORTENED
     weights = np.clip((high - relative) / (high - low), 0.0, 1.0)
@@ -427,8 +445,8 @@ class MeshFusionEngine:
         topology = None if carry is None else carry.topology(lambda: face_topology(target_3d))
         triangles = surface_triangles(target_3d, dest, np.concatenate([ring_t, fixed]), topology)
         sources = [np.concatenate([target_pts, ring_t, fixed]), np.concatenate([source_pts, ring_s, fixed])]
-        mirror = mirror_fill(source.face, target_face) if carry is None else \
-            carry.mirror(lambda: mirror_fill(source.face, target_face))
+        mirror = mirror_fill(source.face, target_face, source.parsing) if carry is None else \
+            carry.mirror(lambda: mirror_fill(source.face, target_face, source.parsing))
         if mirror is not None:
             partners, weights = mirror
             # the mirrored texture, and the per-vertex weights interpolated over the triangles by the same affine

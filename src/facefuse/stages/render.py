@@ -39,7 +39,8 @@ class Render(Stage):
             return replace(record, engine=engine, prepared=SourceFace(chosen.face, payload))
         assert record.face is not None and record.aligned is not None and record.source is not None
         source = record.face_source
-        rendered = source.engine.render(source.prepared, record.aligned.crop, record.aligned.matrix,
+        prepared = replace(source.prepared, parsing=source.source_parsing)
+        rendered = source.engine.render(prepared, record.aligned.crop, record.aligned.matrix,
                                         record.face.face, record.options, record.image, self.carry(record))
         return replace(record, rendered=rendered)
 
