@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import io
 import re
+import sys
+import threading
+import traceback
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,15 +33,23 @@ def server(store_config: StoreConfig, tmp_path_factory: pytest.TempPathFactory) 
 
 def wait_for_job_end(page, server: LiveServer, shown: str, problems: list[str]) -> None:
     """Waits for ``shown`` (the job's error box or its download link); when it never appears, fails with what the
-    page says, the page's problems and the job as the server has it (a once-seen CI timeout said none of that)."""
+    page says, the page's problems, the job as the server has it and where the server's job workers are (a
+    once-seen CI timeout said none of that; the server runs in this process)."""
     try:
         page.locator(shown).wait_for(state="visible")
     except PlaywrightTimeout:
         job_id = page.evaluate("() => jobs.id")
-        job = (httpx.get(f"{server.url}/v1/jobs/{job_id}", headers={"Authorization": f"Bearer {KEY}"}).text
-               if job_id else None)
+        try:
+            job = (httpx.get(f"{server.url}/v1/jobs/{job_id}", headers={"Authorization": f"Bearer {KEY}"},
+                             timeout=10).text if job_id else None)
+        except httpx.HTTPError as exc:
+            job = f"no answer: {exc!r}"
+        names = {thread.ident: thread.name for thread in threading.enumerate()}
+        workers = {names[ident]: "".join(traceback.format_stack(frame, limit=-8))
+                   for ident, frame in sys._current_frames().items()
+                   if names.get(ident, "").startswith(("job-", "AnyIO", "facefuse"))}
         pytest.fail(f"{shown} never shown; the page says {page.locator('#jobs-text').inner_text()!r}, "
-                    f"its problems: {problems}, its job {job_id}: {job}")
+                    f"its problems: {problems}, its job {job_id}: {job}; the server's workers: {workers}")
 
 
 def test_photo_batch_from_the_page(browser, server, faces_dir: Path):
