@@ -17,7 +17,7 @@ from facefuse.analysis.pose import face_axes
 from facefuse.config import AnalysisConfig, QualityConfig
 from facefuse.errors import ErrorCode, FacefuseError
 from facefuse.fusion.engine import FusionOptions
-from facefuse.fusion.mesh_engine import mirror_fill
+from facefuse.fusion.mesh_engine import far_side_parsing, mirror_fill
 from facefuse.analysis.segmentation import FACE_CLASSES
 from facefuse.geometry.regions import LEFT_BROW, LEFT_EYE, RIGHT_BROW, RIGHT_EYE
 from facefuse.pipeline import Fuser, FuserConfig
@@ -91,7 +91,8 @@ def test_a_turned_sources_far_side_off_its_face_is_mirrored(fuser, faces_dir):
     options = FusionOptions(visible_label=False)
     source = fuser.prepare(faces_dir / "hard/profile/03_turned_38_flash.jpg", options)
     target = fuser.analyze(faces_dir / "hard/same-person/yang_mi/01_selfie_indoor_ambient.jpg").faces[0]
-    face, parsing = source.prepared.face, source.source_parsing()
+    face = source.prepared.face
+    parsing = far_side_parsing(replace(source.prepared, parsing=source.source_parsing))
     assert face.pose is not None and target.pose is not None and parsing is not None
     assert abs(face.pose.yaw) > 20 and abs(face.pose.yaw - target.pose.yaw) < 30
     assert mirror_fill(face, target) is None  # by pose alone: no mirror
@@ -100,7 +101,7 @@ def test_a_turned_sources_far_side_off_its_face_is_mirrored(fuser, faces_dir):
     off, clearly_off = on_face < 0.5, on_face < 0.25
     features = np.concatenate([RIGHT_EYE, LEFT_EYE, RIGHT_BROW, LEFT_BROW])
     assert clearly_off[features].sum() >= 10, "FaceMesh's far eye and brow lie partly off the photo's face"
-    fill = mirror_fill(face, target, lambda: parsing)
+    fill = mirror_fill(face, target, parsing)
     assert fill is not None
     partners, weights = fill
     assert weights[features[clearly_off[features]]].min() > 0.9  # taken from their partners
@@ -110,12 +111,12 @@ def test_a_turned_sources_far_side_off_its_face_is_mirrored(fuser, faces_dir):
     assert weights[off & (np.sign(canonical_x) == far)].mean() > 0.8
     assert parsing.at(face.landmarks[partners[weights > 0.5], :2], *FACE_CLASSES).mean() > 0.9  # partners on it
 
-    frontal = fuser.analyze(faces_dir / "face_recognition/obama.jpg").faces[0]
+    frontal = fuser.prepare(faces_dir / "face_recognition/obama.jpg", options).prepared
 
     def never() -> None:
         raise AssertionError("a frontal source's parsing was asked for")
 
-    assert mirror_fill(frontal, target, never) is None
+    assert far_side_parsing(replace(frontal, parsing=never)) is None
 
 
 def test_turned_faces_fuse_with_a_warning_past_the_warn_angle(store_config, faces_dir):

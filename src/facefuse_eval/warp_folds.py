@@ -15,12 +15,13 @@ source: a reflection turns it once more).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from facefuse.fusion.engine import FusionOptions
-from facefuse.fusion.mesh_engine import RING_SCALE, MeshFusionEngine, border_points, mirror_fill
+from facefuse.fusion.mesh_engine import RING_SCALE, MeshFusionEngine, border_points, far_side_parsing, mirror_fill
 from facefuse.geometry import align, mesh
 from facefuse.geometry.regions import FACE_OVAL, MOUTH_GROUP, shrink
 from facefuse.pipeline import Fuser
@@ -58,7 +59,8 @@ def folded_share(fuser: Fuser, source: Path, target: Path, triangulate: Triangul
     owner = owner[owner >= 0]
     face = np.all(triangles < len(target_pts), axis=1) & ~np.isin(triangles, MOUTH_GROUP).any(axis=1)
     folded = (np.sign(_winding(destination, triangles)) != np.sign(_winding(origin, triangles))).astype(float)
-    fill = mirror_fill(source_face, target_face, prepared.source_parsing) if mirror else None
+    parsed = far_side_parsing(replace(prepared.prepared, parsing=prepared.source_parsing))
+    fill = mirror_fill(source_face, target_face, parsed) if mirror else None
     if fill is not None:
         partners, weights = fill
         reflected = origin.copy()

@@ -12,7 +12,6 @@ are kept from the target by the ``keep_target`` mask).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import cv2
@@ -222,7 +221,17 @@ def mirror_partners(mesh_3d: np.ndarray) -> np.ndarray:
     return linear_sum_assignment(cdist(canonical, canonical * np.array([-1.0, 1.0, 1.0])))[1]
 
 
-def mirror_fill(source: Face, target: Face, parsing: Callable[[], FaceParsing | None] | None = None
+def far_side_parsing(source: SourceFace) -> FaceParsing | None:
+    """The source's parsing in its own photo when its far side's points are FaceMesh's guess (the source turned
+    ``GUESSED_FROM_TURN`` or more; see :func:`mirror_fill`), else None without asking: a photo fusion parses the
+    source on a thread of its own, and asking waits for it."""
+    pose = source.face.pose
+    if source.parsing is None or pose is None or abs(pose.yaw) < GUESSED_FROM_TURN:
+        return None
+    return source.parsing()
+
+
+def mirror_fill(source: Face, target: Face, parsed: FaceParsing | None = None
                 ) -> tuple[np.ndarray, np.ndarray] | None:
     """Each vertex's mirror partner and how much of its texture to take from there, for ``source`` fused onto
     ``target``; ``None`` when the two poses are close enough that the source shows what the target shows.
@@ -234,16 +243,15 @@ def mirror_fill(source: Face, target: Face, parsing: Callable[[], FaceParsing | 
     only looked at the source's own turn past 30°). The weight follows the source's :func:`visibility` relative
     to the target's.
 
-    A source turned ``GUESSED_FROM_TURN`` or more has its far side's points checked against the photo: ``parsing``
-    (the source's, in its own photo) tells which of them lie on its face; one it puts off the face (on the background
-    or the hair beyond the far cheek) counts as not seen. Why: FaceMesh places a whole face even where the photo
+    A source turned ``GUESSED_FROM_TURN`` or more has its far side's points checked against the photo: ``parsed``
+    (the source's parsing in its own photo, :func:`far_side_parsing`) tells which of them lie on its face; one it
+    puts off the face (on the background or the hair beyond the far cheek) counts as not seen. Why: FaceMesh places a whole face even where the photo
     hides it, and on a turned source it put the far eye and brow partly on the dark background beyond the cheek,
     where its mesh is barely foreshortened, so the rule above kept them: dark streaks through the new far eye and
     brow (issue 17, hard/profile/01 and 03 — 45° and 30° — onto a selfie turned 11° the same way).
     """
     if source.pose is None or target.pose is None:
         return None
-    parsed = parsing() if parsing is not None and abs(source.pose.yaw) >= GUESSED_FROM_TURN else None
     if parsed is None and abs(source.pose.yaw - target.pose.yaw) <= MIRROR_FROM_TURN:
         return None
     assert source.landmarks is not None and target.landmarks is not None
@@ -445,8 +453,9 @@ class MeshFusionEngine:
         topology = None if carry is None else carry.topology(lambda: face_topology(target_3d))
         triangles = surface_triangles(target_3d, dest, np.concatenate([ring_t, fixed]), topology)
         sources = [np.concatenate([target_pts, ring_t, fixed]), np.concatenate([source_pts, ring_s, fixed])]
-        mirror = mirror_fill(source.face, target_face, source.parsing) if carry is None else \
-            carry.mirror(lambda: mirror_fill(source.face, target_face, source.parsing))
+        parsed = far_side_parsing(source)
+        mirror = mirror_fill(source.face, target_face, parsed) if carry is None else \
+            carry.mirror(lambda: mirror_fill(source.face, target_face, parsed))
         if mirror is not None:
             partners, weights = mirror
             # the mirrored texture, and the per-vertex weights interpolated over the triangles by the same affine
