@@ -65,6 +65,35 @@ def test_relighting_removes_a_side_light_the_source_brought(fuser, stills, tmp_p
     assert error.mean_dl < 2.0 and error.blotch_share < 0.03, error
 
 
+@pytest.mark.parametrize("target", ["hard/sidelight/01_lowkey_studio_woman.jpg",
+                                    "hard/sidelight/08_sunlight_one_side_outdoor.jpg"])
+def test_a_deeply_coloured_skins_eyes_and_brows_keep_their_hue_on_a_paler_face(fuser, faces_dir, target):
+    """Obama onto pale, colour-graded faces: his eyes and brows differ from his skin by much colour and are
+    themselves nearly grey; kept as that difference on a paler skin they crossed grey to the opposite hue (blue
+    brows, blue eye whites). Measured on the output by the analysis of the output itself: the eyes' and brows' mean
+    a*, b* point within 45° of the surrounding skin's hue, as grey-to-warm features on warm skin do."""
+    import cv2
+
+    from facefuse.geometry.regions import FACE_OVAL, LIPS_OUTER, polygon_mask
+
+    fused = fuser.fuse(faces_dir / "face_recognition/obama.jpg", faces_dir / target,
+                       FusionOptions(visible_label=False)).image
+    face = max(fuser.analyze(fused).faces, key=lambda f: f.area)
+    points, shape = face.landmarks[:, :2], fused.shape[:2]
+    lab = cv2.cvtColor(fused, cv2.COLOR_RGB2Lab).astype(np.float32) - (0, 128, 128)
+    features = polygon_mask(points[RIGHT_EYE], shape, points[LEFT_EYE]) + \
+        polygon_mask(points[RIGHT_BROW], shape, points[LEFT_BROW])
+    grown = cv2.dilate(features + polygon_mask(points[LIPS_OUTER], shape), np.ones((15, 15), np.uint8))
+    skin = (polygon_mask(points[FACE_OVAL], shape) > 0.5) & (grown < 0.5)
+
+    def hue(mask: np.ndarray) -> float:
+        a, b = lab[mask > 0.5][:, 1:].mean(0)
+        return float(np.degrees(np.arctan2(b, a)))
+
+    apart = abs(hue(features) - hue(skin)) % 360
+    assert min(apart, 360 - apart) < 45, (hue(features), hue(skin))
+
+
 def test_mirror_fill_takes_the_hidden_side_from_the_visible_one(fuser, faces_dir):
     turned = fuser.analyze(faces_dir / "face-api-js/stuart/stuart5.png").faces[0]
     frontal = fuser.analyze(faces_dir / "face_recognition/obama.jpg").faces[0]

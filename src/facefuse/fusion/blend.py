@@ -23,7 +23,7 @@ import numpy as np
 from .detail import match_detail
 from .engine import FusionOptions, RenderedFace
 from .occlusion import OcclusionMasks
-from .relight import relight
+from .relight import relight, skin_chroma
 from .shading import ShapeNormals, relight_sh
 
 PYRAMID_LEVELS = 5
@@ -99,7 +99,10 @@ def match_colour(face: np.ndarray, target: np.ndarray, mask: np.ndarray, face_sk
     if normals is not None:
         return relight_sh(cv2.cvtColor(matched, cv2.COLOR_Lab2RGB), target, face_skin, target_skin, normals,
                           face_width)
-    return relight(matched, target_lab, face_skin, target_skin, face_width)
+    # the source skin's colour before the matching: how far its features' colour may stand from the skin's
+    source_chroma = skin_chroma(face_lab[::2, ::2][face_skin[::2, ::2] > 0.5]) if face_skin[::2, ::2].max() > 0.5 \
+        else None
+    return relight(matched, target_lab, face_skin, target_skin, face_width, source_chroma)
 
 
 def multiband_blend(foreground: np.ndarray, background: np.ndarray, alpha: np.ndarray,

@@ -16,7 +16,10 @@ identity goes with them (about 58 % of identities survive). What we do instead:
 - that finer colour (a*, b*) is held, on the skin, to the target skin's own level: a colour-graded source — teal
   shadows, orange highlights, a face lit by an orange wall — brought 1.3–1.6× the photo's colour variation as
   teal eye sockets and orange patches (faces/hard/beard/01 and /04 as sources); a source with no more than the
-  target's keeps all of its own (29 of the 54 hard photos as sources).
+  target's keeps all of its own (29 of the 54 hard photos as sources);
+- the eyes', brows' and lips' colour against the skin around them is scaled as the skin's chroma is from the
+  source's to the target's, so features that are nearly grey on a deeply coloured skin stay near grey on a pale one
+  instead of crossing to the opposite hue (blue brows and eye whites, :func:`feature_chroma_scale`).
 
 Chosen by measurement on face-api-js (blotch share self / cross) and the colour set (identity top-1): σ 6 % gave
 1.3 % / 2.0 % at 94.4 %, σ 9 % 2.1 % / 3.0 % at 94.4 %; a two-scale blend (broad 15 %, fine 6 % at half or ¾
@@ -32,6 +35,7 @@ SHADING_SIGMA_FRACTION = 0.06  # of the face width: the finest scale at which li
 OUTLIER_LEVELS = 12.0  # Lab L* distance from the first estimate beyond which a pixel is not skin (frames, strands)
 TEXTURE_CONTRAST_LIMITS = (0.3, 1.1)  # the most the light may flatten / deepen the source's texture in L*
 CHROMA_DETAIL_FLOOR = 0.25  # the least share of the skin's fine colour variation kept (a near-grey target)
+CHROMA_FLOOR = 4.0  # 8-bit a*/b* levels: a source skin less coloured than this counts as this (feature_chroma_scale)
 _DOWNSCALE = 4  # shading is smooth: estimate it at 1/4 resolution
 
 
@@ -68,6 +72,26 @@ def _normalised_blur(values: np.ndarray, weight: np.ndarray, sigma: float) -> np
     return num / np.maximum(den, 1e-6)[..., None] * near + wide * (1 - near)
 
 
+def skin_chroma(lab: np.ndarray) -> float:
+    """The chroma (8-bit Lab a*, b* distance from grey) of the median of skin pixels ``lab`` ((n, 3))."""
+    return float(np.hypot(np.median(lab[:, 1]) - 128.0, np.median(lab[:, 2]) - 128.0))
+
+
+def feature_chroma_scale(theirs: np.ndarray, source_chroma: float) -> np.ndarray:
+    """Per pixel, the share of a feature's colour difference from the skin around it that the new face keeps: the
+    chroma of the target's skin shading there (``theirs``, 8-bit Lab) over the source skin's (``source_chroma``),
+    at most 1.
+
+    Why: colour is the albedo times the light's colour, and the features' albedo is nearly grey — the whites of
+    the eyes, dark brows and lashes — against a coloured skin. Kept as a difference from the skin, what set them
+    apart from a deeply coloured skin crossed grey to the opposite hue on a paler one: Obama's eye whites, brows and
+    lids came out blue-green on the pale, teal-graded faces of faces/hard/sidelight (brows a*, b* −3.1, +1.5 against
+    the target's own +2.1, +5.3). Scaled with the skin's chroma, a grey feature stays near grey and a coloured one
+    keeps its hue."""
+    chroma = cv2.magnitude(theirs[..., 1] - 128.0, theirs[..., 2] - 128.0)
+    return np.clip(chroma / max(source_chroma, CHROMA_FLOOR), 0.0, 1.0)
+
+
 def chroma_detail_gain(face_ab: np.ndarray, target_ab: np.ndarray, face_skin: np.ndarray,
                        target_skin: np.ndarray) -> float:
     """How much of the new face's colour detail (``face_ab``: a*, b* finer than the light) to keep: the target
@@ -81,9 +105,10 @@ def chroma_detail_gain(face_ab: np.ndarray, target_ab: np.ndarray, face_skin: np
 
 
 def relight(face_lab: np.ndarray, target_lab: np.ndarray, face_skin: np.ndarray, target_skin: np.ndarray,
-            face_width: float) -> np.ndarray:
+            face_width: float, source_chroma: float | None = None) -> np.ndarray:
     """``face_lab`` (OpenCV's 8-bit Lab, already in the target's geometry) with its shading replaced by the
-    target's; returned as uint8 RGB."""
+    target's; returned as uint8 RGB. ``source_chroma``: the source skin's chroma before any colour matching
+    (:func:`skin_chroma`), which scales the features' colour (:func:`feature_chroma_scale`; None: kept whole)."""
     face, target = face_lab.astype(np.float32), target_lab.astype(np.float32)
     sigma = SHADING_SIGMA_FRACTION * face_width
     theirs, own = skin_shading(target, target_skin, sigma), skin_shading(face, face_skin, sigma)
@@ -96,9 +121,11 @@ def relight(face_lab: np.ndarray, target_lab: np.ndarray, face_skin: np.ndarray,
     grid = np.s_[::_DOWNSCALE, ::_DOWNSCALE]  # the colour detail's level is read on every 4th pixel
     gain = chroma_detail_gain(detail[grid][..., 1:], (target[grid] - theirs[grid])[..., 1:], face_skin[grid],
                               target_skin[grid])
-    # on the skin only: the eyes, brows and lips keep their own colour
-    kept = np.ones_like(contrast) if gain >= 1.0 else \
-        1.0 - (1.0 - gain) * np.clip(face_skin, 0.0, 1.0, dtype=np.float32)
+    # the skin's fine colour at the target skin's level; the eyes, brows and lips keep their colour against the skin
+    # around them, scaled as the skin's chroma is from the source's to the target's
+    skin = np.clip(face_skin, 0.0, 1.0, dtype=np.float32)
+    features = 1.0 if source_chroma is None else feature_chroma_scale(theirs, source_chroma)
+    kept = skin * np.float32(min(gain, 1.0)) + (1.0 - skin) * features
     out = theirs + detail * cv2.merge([contrast, kept, kept])
     # rounded and saturated by OpenCV: NumPy's clip, add and cast cost 0.9 ms on a 720p face's box, this 0.3
     return cv2.cvtColor(cv2.add(out, 0.0, dtype=cv2.CV_8U), cv2.COLOR_Lab2RGB)
