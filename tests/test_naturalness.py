@@ -65,6 +65,26 @@ def test_relighting_removes_a_side_light_the_source_brought(fuser, stills, tmp_p
     assert error.mean_dl < 2.0 and error.blotch_share < 0.03, error
 
 
+def test_a_source_turned_14_degrees_is_mirror_filled_by_what_the_target_shows(fuser, faces_dir):
+    """scarlett_johansson/03 (turned 14°) onto a face turned 11° the other way: 25° apart, under the pose gate,
+    and the new far cheek took her earring and the hair beside it as smudges. Turned 10° or more, the source is
+    filled by what the target shows (and what its parsing puts off its face): its far side only."""
+    source = fuser.prepare(faces_dir / "hard/same-person/scarlett_johansson/03_daylight_event_smiling.jpg",
+                           FusionOptions(visible_label=False))
+    target = fuser.analyze(faces_dir / "hard/glasses/05_thick_dark_frames.jpg").faces[0]
+    face = source.prepared.face
+    assert face.pose is not None and target.pose is not None
+    assert 10 < abs(face.pose.yaw) < 20 and abs(face.pose.yaw - target.pose.yaw) < 30
+    assert mirror_fill(face, target) is None  # by pose alone: no mirror
+    fill = mirror_fill(face, target, far_side_parsing(replace(source.prepared, parsing=source.source_parsing)),
+                       source.prepared.payload["mirror"])
+    assert fill is not None
+    weights = fill[1]
+    canonical_x = ((face.landmarks - face.landmarks.mean(0)) @ face_axes(face.landmarks))[:, 0]
+    assert (weights > 0.5).sum() >= 30
+    assert abs(np.sign(canonical_x[weights > 0.05]).mean()) == 1  # one side only
+
+
 @pytest.mark.parametrize("target", ["hard/sidelight/01_lowkey_studio_woman.jpg",
                                     "hard/sidelight/08_sunlight_one_side_outdoor.jpg"])
 def test_a_deeply_coloured_skins_eyes_and_brows_keep_their_hue_on_a_paler_face(fuser, faces_dir, target):

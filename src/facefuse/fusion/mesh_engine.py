@@ -12,7 +12,7 @@ are kept from the target by the ``keep_target`` mask).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import cv2
 import numpy as np
@@ -191,8 +191,9 @@ def source_texture(payload: dict[str, Any], target_points: np.ndarray) -> np.nda
 
 
 MIRROR_FROM_TURN = 30.0  # yaw between source and target below which the source shows what the target shows
-# source yaw from which its far side's points are FaceMesh's guess, checked against the source's parsing
-GUESSED_FROM_TURN = 20.0
+# source yaw from which its far side's points are FaceMesh's guess: checked against the source's parsing, and the
+# mirror fill decided by what the target shows whatever MIRROR_FROM_TURN says (see mirror_fill)
+GUESSED_FROM_TURN = 10.0
 ON_FACE = 0.5  # share of face classes under a source point from which the photo shows it (see mirror_fill)
 FORESHORTENED = (0.3, 0.6)  # source's visibility relative to the target's at which a vertex is fully / not at all
 # filled by its mirror
@@ -231,10 +232,30 @@ def far_side_parsing(source: SourceFace) -> FaceParsing | None:
     return source.parsing()
 
 
-def mirror_fill(source: Face, target: Face, parsed: FaceParsing | None = None
-                ) -> tuple[np.ndarray, np.ndarray] | None:
+class SourceMirror(NamedTuple):
+    """What the mirror fill needs of the source alone: its points in the face's own frame, their triangulation,
+    each point's mirror partner and how well the photo shows it (:func:`visibility`)."""
+
+    canonical: np.ndarray
+    triangles: np.ndarray
+    partners: np.ndarray
+    seen: np.ndarray
+
+
+def source_mirror(mesh_3d: np.ndarray) -> SourceMirror:
+    """The source's half of :func:`mirror_fill` (~4 ms: the partners' assignment, a triangulation): a turned source
+    has it made once, with its payload (:meth:`MeshFusionEngine.prepare_source`), on the thread that prepares the
+    source while the target is analysed."""
+    canonical = (mesh_3d - mesh_3d.mean(0)) @ face_axes(mesh_3d)
+    triangles = mesh.triangulate(canonical[:, :2])
+    return SourceMirror(canonical, triangles, mirror_partners(mesh_3d), visibility(mesh_3d, triangles))
+
+
+def mirror_fill(source: Face, target: Face, parsed: FaceParsing | None = None,
+                prepared: SourceMirror | None = None) -> tuple[np.ndarray, np.ndarray] | None:
     """Each vertex's mirror partner and how much of its texture to take from there, for ``source`` fused onto
     ``target``; ``None`` when the two poses are close enough that the source shows what the target shows.
+    ``prepared``: the source's half, made already (:func:`source_mirror`).
 
     A face is nearly symmetric, so a part the target shows well but the source shows foreshortened or hides (the
     source turned the other way) is better taken from its mirror partner, when the source shows that one better,
@@ -245,20 +266,19 @@ def mirror_fill(source: Face, target: Face, parsed: FaceParsing | None = None
 
     A source turned ``GUESSED_FROM_TURN`` or more has its far side's points checked against the photo: ``parsed``
     (the source's parsing in its own photo, :func:`far_side_parsing`) tells which of them lie on its face; one it
-    puts off the face (on the background or the hair beyond the far cheek) counts as not seen. Why: FaceMesh places a whole face even where the photo
-    hides it, and on a turned source it put the far eye and brow partly on the dark background beyond the cheek,
-    where its mesh is barely foreshortened, so the rule above kept them: dark streaks through the new far eye and
-    brow (issue 17, hard/profile/01 and 03 — 45° and 30° — onto a selfie turned 11° the same way).
+    puts off the face (on the background or the hair beyond the far cheek) counts as not seen. Why: FaceMesh places
+    a whole face even where the photo hides it, and on a turned source it put the far eye and brow partly on the dark
+    background beyond the cheek, where its mesh is barely foreshortened, so the rule above kept them: dark streaks
+    through the new far eye and brow (issue 17, hard/profile/01 and 03 — 45° and 30° — onto a selfie turned 11° the
+    same way); on a source turned 14° its earring and the hair by its far cheek came out as smudges on the new cheek
+    (hard/same-person/scarlett_johansson/03, jay_chou/01).
     """
     if source.pose is None or target.pose is None:
         return None
     if parsed is None and abs(source.pose.yaw - target.pose.yaw) <= MIRROR_FROM_TURN:
         return None
     assert source.landmarks is not None and target.landmarks is not None
-    canonical = (source.landmarks - source.landmarks.mean(0)) @ face_axes(source.landmarks)
-    triangles = mesh.triangulate(canonical[:, :2])
-    partners = mirror_partners(source.landmarks)
-    seen = visibility(source.landmarks, triangles)
+    canonical, triangles, partners, seen = prepared or source_mirror(source.landmarks)
     if parsed is not None:
         seen = seen * np.clip(parsed.at(source.landmarks[:, :2], *FACE_CLASSES) / ON_FACE, 0.0, 1.0)
     relative = seen / np.maximum(visibility(target.landmarks, triangles), 0.1)
@@ -267,6 +287,16 @@ def mirror_fill(source: Face, target: Face, parsed: FaceParsing | None = None
     better = seen[partners] > seen  # only where the mirror side is the better-seen one
     weights = mirror_side(canonical[:, 0], weights * better) * better
     return (partners, weights) if weights.max() > 0.05 else None
+
+
+def mirror_box(weight: np.ndarray, box: tuple[slice, slice]) -> tuple[slice, slice] | None:
+    """The part of ``box`` (rows, columns of the crop) where the mirror ``weight`` table is above 1/512: the same
+    pixels as the whole box, mirrored where the weight counts; None where it never does."""
+    rows, columns = np.nonzero(weight[box] > 1.0 / 512)
+    if not len(rows):
+        return None
+    top, left = box[0].start + rows.min(), box[1].start + columns.min()
+    return slice(top, box[0].start + rows.max() + 1), slice(left, box[1].start + columns.max() + 1)
 
 
 MIRROR_FEATHER = 0.25  # width of the mirror fill's seam, in units of the face's half-width
@@ -420,8 +450,10 @@ class MeshFusionEngine:
     def prepare_source(self, image: np.ndarray, face: Face) -> SourceFace:
         assert face.landmarks is not None, "the analyzer gives every accepted face a mesh"
         closed, mouth = close_mouth(image, face.landmarks)
+        turned = face.pose is not None and abs(face.pose.yaw) >= GUESSED_FROM_TURN
         return SourceFace(face, {"image": image, "closed": closed, "mouth": mouth, "mesh": face.landmarks,
-                                 "mouth_open": mouth_openness(face.landmarks)})
+                                 "mouth_open": mouth_openness(face.landmarks),
+                                 "mirror": source_mirror(face.landmarks) if turned else None})
 
     def crop_matrix(self, face: Face, options: FusionOptions) -> tuple[np.ndarray, int]:
         """The face-sized crop (:func:`face_crop_size`): the photo's own resolution, ``crop_size`` at most."""
@@ -454,8 +486,9 @@ class MeshFusionEngine:
         triangles = surface_triangles(target_3d, dest, np.concatenate([ring_t, fixed]), topology)
         sources = [np.concatenate([target_pts, ring_t, fixed]), np.concatenate([source_pts, ring_s, fixed])]
         parsed = far_side_parsing(source)
-        mirror = mirror_fill(source.face, target_face, parsed) if carry is None else \
-            carry.mirror(lambda: mirror_fill(source.face, target_face, parsed))
+        prepared = source.payload.get("mirror")
+        mirror = mirror_fill(source.face, target_face, parsed, prepared) if carry is None else \
+            carry.mirror(lambda: mirror_fill(source.face, target_face, parsed, prepared))
         if mirror is not None:
             partners, weights = mirror
             # the mirrored texture, and the per-vertex weights interpolated over the triangles by the same affine
@@ -489,9 +522,12 @@ class MeshFusionEngine:
         warped_source = warped_target.copy()
         warped_source[box] = source_warp(texture, source_to_crop, tables[1], size, box)
         if mirror is not None:
-            mirror_texture = source_warp(texture, source_to_crop, tables[2], size, box)
-            weight = np.ascontiguousarray(np.clip(tables[3][0][box], 0.0, 1.0))
-            warped_source[box] = cv2.blendLinear(mirror_texture, warped_source[box], weight, 1.0 - weight)
+            # only where the mirror has weight (the far side: a third of the box or so)
+            taken = mirror_box(tables[3][0], box)
+            if taken is not None:
+                mirror_texture = source_warp(texture, source_to_crop, tables[2], size, taken)
+                weight = np.ascontiguousarray(np.clip(tables[3][0][taken], 0.0, 1.0))
+                warped_source[taken] = cv2.blendLinear(mirror_texture, warped_source[taken], weight, 1.0 - weight)
         skin = skin_mask(dest, size)
         eyes = source_eyes(options, warped_source, warped_target, dest, skin, carry)
         if eyes.source:
