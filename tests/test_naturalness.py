@@ -67,8 +67,9 @@ def test_relighting_removes_a_side_light_the_source_brought(fuser, stills, tmp_p
 
 def test_a_source_turned_14_degrees_is_mirror_filled_by_what_the_target_shows(fuser, faces_dir):
     """scarlett_johansson/03 (turned 14°) onto a face turned 11° the other way: 25° apart, under the pose gate,
-    and the new far cheek took her earring and the hair beside it as smudges. Turned 10° or more, the source is
-    filled by what the target shows (and what its parsing puts off its face): its far side only."""
+    and the new far cheek took her earring and the hair beside it as smudges. Turned 10° or more onto a face turned
+    15° or more away from it, the source is filled by what the target shows (and what its parsing puts off its
+    face): its far side only."""
     source = fuser.prepare(faces_dir / "hard/same-person/scarlett_johansson/03_daylight_event_smiling.jpg",
                            FusionOptions(visible_label=False))
     target = fuser.analyze(faces_dir / "hard/glasses/05_thick_dark_frames.jpg").faces[0]
@@ -76,8 +77,7 @@ def test_a_source_turned_14_degrees_is_mirror_filled_by_what_the_target_shows(fu
     assert face.pose is not None and target.pose is not None
     assert 10 < abs(face.pose.yaw) < 20 and abs(face.pose.yaw - target.pose.yaw) < 30
     assert mirror_fill(face, target) is None  # by pose alone: no mirror
-    fill = mirror_fill(face, target, far_side_parsing(replace(source.prepared, parsing=source.source_parsing)),
-                       source.prepared.payload["mirror"])
+    fill = mirror_fill(face, target, far_side_parsing(replace(source.prepared, parsing=source.source_parsing), target))
     assert fill is not None
     weights = fill[1]
     canonical_x = ((face.landmarks - face.landmarks.mean(0)) @ face_axes(face.landmarks))[:, 0]
@@ -141,7 +141,7 @@ def test_a_turned_sources_far_side_off_its_face_is_mirrored(fuser, faces_dir):
     source = fuser.prepare(faces_dir / "hard/profile/03_turned_38_flash.jpg", options)
     target = fuser.analyze(faces_dir / "hard/same-person/yang_mi/01_selfie_indoor_ambient.jpg").faces[0]
     face = source.prepared.face
-    parsing = far_side_parsing(replace(source.prepared, parsing=source.source_parsing))
+    parsing = far_side_parsing(replace(source.prepared, parsing=source.source_parsing), target)
     assert face.pose is not None and target.pose is not None and parsing is not None
     assert abs(face.pose.yaw) > 20 and abs(face.pose.yaw - target.pose.yaw) < 30
     assert mirror_fill(face, target) is None  # by pose alone: no mirror
@@ -165,7 +165,12 @@ def test_a_turned_sources_far_side_off_its_face_is_mirrored(fuser, faces_dir):
     def never() -> None:
         raise AssertionError("a frontal source's parsing was asked for")
 
-    assert far_side_parsing(replace(frontal, parsing=never)) is None
+    assert far_side_parsing(replace(frontal, parsing=never), target) is None
+    # biden.jpg (turned 12°) onto a frontal portrait: the target shows little more of its far side; not asked
+    usual = fuser.prepare(faces_dir / "face_recognition/biden.jpg", options).prepared
+    portrait = fuser.analyze(faces_dir / "face_recognition/obama-720p.jpg").faces[0]
+    assert usual.face.pose is not None and abs(usual.face.pose.yaw) > 10
+    assert far_side_parsing(replace(usual, parsing=never), portrait) is None
 
 
 def test_turned_faces_fuse_with_a_warning_past_the_warn_angle(store_config, faces_dir):

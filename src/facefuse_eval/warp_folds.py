@@ -59,7 +59,7 @@ def folded_share(fuser: Fuser, source: Path, target: Path, triangulate: Triangul
     owner = owner[owner >= 0]
     face = np.all(triangles < len(target_pts), axis=1) & ~np.isin(triangles, MOUTH_GROUP).any(axis=1)
     folded = (np.sign(_winding(destination, triangles)) != np.sign(_winding(origin, triangles))).astype(float)
-    parsed = far_side_parsing(replace(prepared.prepared, parsing=prepared.source_parsing))
+    parsed = far_side_parsing(replace(prepared.prepared, parsing=prepared.source_parsing), target_face)
     fill = mirror_fill(source_face, target_face, parsed) if mirror else None
     if fill is not None:
         partners, weights = fill

@@ -192,8 +192,10 @@ def source_texture(payload: dict[str, Any], target_points: np.ndarray) -> np.nda
 
 MIRROR_FROM_TURN = 30.0  # yaw between source and target below which the source shows what the target shows
 # source yaw from which its far side's points are FaceMesh's guess: checked against the source's parsing, and the
-# mirror fill decided by what the target shows whatever MIRROR_FROM_TURN says (see mirror_fill)
-GUESSED_FROM_TURN = 10.0
+# mirror fill decided by what the target shows whatever MIRROR_FROM_TURN says (see far_side_parsing, mirror_fill);
+# a source turned SHOWN_FROM_TURN or more is checked when the target is turned UNCOVERED_BY more than it away from it
+GUESSED_FROM_TURN = 20.0
+SHOWN_FROM_TURN, UNCOVERED_BY = 10.0, 15.0
 ON_FACE = 0.5  # share of face classes under a source point from which the photo shows it (see mirror_fill)
 FORESHORTENED = (0.3, 0.6)  # source's visibility relative to the target's at which a vertex is fully / not at all
 # filled by its mirror
@@ -222,12 +224,17 @@ def mirror_partners(mesh_3d: np.ndarray) -> np.ndarray:
     return linear_sum_assignment(cdist(canonical, canonical * np.array([-1.0, 1.0, 1.0])))[1]
 
 
-def far_side_parsing(source: SourceFace) -> FaceParsing | None:
-    """The source's parsing in its own photo when its far side's points are FaceMesh's guess (the source turned
-    ``GUESSED_FROM_TURN`` or more; see :func:`mirror_fill`), else None without asking: a photo fusion parses the
-    source on a thread of its own, and asking waits for it."""
-    pose = source.face.pose
-    if source.parsing is None or pose is None or abs(pose.yaw) < GUESSED_FROM_TURN:
+def far_side_parsing(source: SourceFace, target: Face) -> FaceParsing | None:
+    """The source's parsing in its own photo when its far side's points are FaceMesh's guess and the target shows
+    that side (see :func:`mirror_fill`): the source turned ``GUESSED_FROM_TURN`` or more, or ``SHOWN_FROM_TURN`` or
+    more with the target's yaw ``UNCOVERED_BY`` or more from it; else None without asking — a photo fusion parses the
+    source on a thread of its own, and asking waits for it (the usual source, biden.jpg turned 12° onto a frontal
+    720p portrait, waited 5 ms a fusion when every source turned 10° asked)."""
+    pose, turn = source.face.pose, target.pose
+    if source.parsing is None or pose is None or turn is None:
+        return None
+    if abs(pose.yaw) < GUESSED_FROM_TURN and (abs(pose.yaw) < SHOWN_FROM_TURN
+                                              or abs(pose.yaw - turn.yaw) < UNCOVERED_BY):
         return None
     return source.parsing()
 
@@ -243,9 +250,9 @@ class SourceMirror(NamedTuple):
 
 
 def source_mirror(mesh_3d: np.ndarray) -> SourceMirror:
-    """The source's half of :func:`mirror_fill` (~4 ms: the partners' assignment, a triangulation): a turned source
-    has it made once, with its payload (:meth:`MeshFusionEngine.prepare_source`), on the thread that prepares the
-    source while the target is analysed."""
+    """The source's half of :func:`mirror_fill` (~4 ms: the partners' assignment, a triangulation): a source turned
+    ``GUESSED_FROM_TURN`` or more, whose fill is always decided, has it made once with its payload
+    (:meth:`MeshFusionEngine.prepare_source`), on the thread that prepares the source while the target is analysed."""
     canonical = (mesh_3d - mesh_3d.mean(0)) @ face_axes(mesh_3d)
     triangles = mesh.triangulate(canonical[:, :2])
     return SourceMirror(canonical, triangles, mirror_partners(mesh_3d), visibility(mesh_3d, triangles))
@@ -264,8 +271,8 @@ def mirror_fill(source: Face, target: Face, parsed: FaceParsing | None = None,
     only looked at the source's own turn past 30°). The weight follows the source's :func:`visibility` relative
     to the target's.
 
-    A source turned ``GUESSED_FROM_TURN`` or more has its far side's points checked against the photo: ``parsed``
-    (the source's parsing in its own photo, :func:`far_side_parsing`) tells which of them lie on its face; one it
+    A turned source has its far side's points checked against the photo (:func:`far_side_parsing` says when):
+    ``parsed`` (the source's parsing in its own photo) tells which of them lie on its face; one it
     puts off the face (on the background or the hair beyond the far cheek) counts as not seen. Why: FaceMesh places
     a whole face even where the photo hides it, and on a turned source it put the far eye and brow partly on the dark
     background beyond the cheek, where its mesh is barely foreshortened, so the rule above kept them: dark streaks
@@ -485,7 +492,7 @@ class MeshFusionEngine:
         topology = None if carry is None else carry.topology(lambda: face_topology(target_3d))
         triangles = surface_triangles(target_3d, dest, np.concatenate([ring_t, fixed]), topology)
         sources = [np.concatenate([target_pts, ring_t, fixed]), np.concatenate([source_pts, ring_s, fixed])]
-        parsed = far_side_parsing(source)
+        parsed = far_side_parsing(source, target_face)
         prepared = source.payload.get("mirror")
         mirror = mirror_fill(source.face, target_face, parsed, prepared) if carry is None else \
             carry.mirror(lambda: mirror_fill(source.face, target_face, parsed, prepared))
