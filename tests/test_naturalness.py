@@ -10,6 +10,7 @@ import itertools
 from dataclasses import replace
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
 
@@ -19,7 +20,7 @@ from facefuse.errors import ErrorCode, FacefuseError
 from facefuse.fusion.engine import FusionOptions
 from facefuse.fusion.mesh_engine import far_side_parsing, mirror_fill
 from facefuse.analysis.segmentation import FACE_CLASSES
-from facefuse.geometry.regions import LEFT_BROW, LEFT_EYE, RIGHT_BROW, RIGHT_EYE
+from facefuse.geometry.regions import FACE_OVAL, LEFT_BROW, LEFT_EYE, RIGHT_BROW, RIGHT_EYE, polygon_mask
 from facefuse.pipeline import Fuser, FuserConfig
 from facefuse_eval.lighting import lighting_error
 
@@ -51,7 +52,6 @@ def test_self_swap_reproduces_the_targets_lighting(fuser, stills):
 
 def test_relighting_removes_a_side_light_the_source_brought(fuser, stills, tmp_path):
     """The same still as source, darkened on one side: without relighting that shadow would land on the target."""
-    import cv2
 
     photo = stills["leonard"][0]
     image = cv2.imread(str(photo))
@@ -92,7 +92,6 @@ def test_a_deeply_coloured_skins_eyes_and_brows_keep_their_hue_on_a_paler_face(f
     themselves nearly grey; kept as that difference on a paler skin they crossed grey to the opposite hue (blue
     brows, blue eye whites). Measured on the output by the analysis of the output itself: the eyes' and brows' mean
     a*, b* point within 45° of the surrounding skin's hue, as grey-to-warm features on warm skin do."""
-    import cv2
 
     from facefuse.geometry.regions import FACE_OVAL, LIPS_OUTER, polygon_mask
 
@@ -191,7 +190,6 @@ def test_turned_faces_fuse_with_a_warning_past_the_warn_angle(store_config, face
 
 def _with_occluder(image: np.ndarray, face) -> tuple[np.ndarray, np.ndarray]:
     """A dark glasses frame drawn from the eye landmarks onto the photo, and its mask."""
-    import cv2
 
     mesh = face.landmarks
     width = float(np.ptp(mesh[:, 0]))
@@ -276,7 +274,6 @@ def test_makeup_is_toned_to_the_targets_lips_unless_asked_to_keep_it(fuser, face
     """A red-lipstick source onto a bearded man: with make-up "target" the new lips' colour is the target's (a*,
     the red–green axis, near the target's lips: their mean over the target's lips, a finer measure than a median of
     8-bit levels), with "source" the lipstick stays."""
-    import cv2
 
     from facefuse.geometry.regions import LIPS_INNER, LIPS_OUTER, polygon_mask
 
@@ -303,7 +300,6 @@ def test_toning_lipstick_down_turns_nothing_round_it_green(fuser, faces_dir, tar
     """The lipstick's toning is a broad field over a zone grown past the lips: the bare skin round them, the teeth
     and the lipstick's white highlights took its whole correction and turned green-cyan (432 and 52 pixels on these
     targets: a cyan ring round the new lips). Toned toward the skin's colour and never past it, nothing does."""
-    import cv2
 
     from facefuse.geometry.regions import FACE_OVAL, LIPS_OUTER, polygon_mask
 
@@ -328,7 +324,6 @@ def test_brows_take_the_targets_hue_not_the_sources_coloured_light(fuser, faces_
     match fits skin, not the cast on dark hair). With make-up "target" (the default) the brows' hue is toned to the
     target's brows, their darkness kept; "source" keeps the violet. The target's eyes are kept in both, so the count
     is the brows' (the source's eyes, where ``eyes="auto"`` takes them, bring the light on their whites along)."""
-    import cv2
 
     source = faces_dir / "hard/same-person/jay_chou/01_studio_tilted_warm.jpg"
     target = faces_dir / "hard/same-person/yang_mi/01_selfie_indoor_ambient.jpg"
@@ -352,7 +347,6 @@ def test_a_colour_graded_source_brings_no_more_colour_detail_than_the_targets_sk
     the target's broad colour but kept the source's finer colour — teal eye sockets, orange patches — at 1.27× and
     1.59× the target skin's own colour variation (a*, b* finer than 6 % of the face width, on the cheeks and
     forehead). It is held to the target's level now."""
-    import cv2
 
     from facefuse.geometry.regions import FACE_OVAL, LEFT_BROW, LEFT_EYE, LIPS_OUTER, RIGHT_BROW, RIGHT_EYE, polygon_mask
     from facefuse_eval.skin import colour_detail
@@ -481,7 +475,6 @@ def test_a_shadow_floating_on_the_face_is_not_an_occluder_kept_from_the_target(f
     shadowed eye into the new face (on the shared concert clip, 13 of 147 frames closer to the singer for that
     alone). Such patches are taken out of the occluder class (fusion/occlusion._floating); what reaches the face
     from outside — her hair — and a glasses frame round the eyes (test_glasses_on_the_target_stay_on_top) stay."""
-    import cv2
 
     from facefuse.fusion import occlusion
     from facefuse.geometry.regions import FACE_OVAL, polygon_mask
@@ -501,6 +494,48 @@ def test_a_shadow_floating_on_the_face_is_not_an_occluder_kept_from_the_target(f
         assert keep[patch].max() < 0.05, "a shadow on the face is kept from the target"
     assert keep.max() > 0.5, "what reaches the face from outside (her hair) is still kept"
     _closer_to_the_source(fuser, out, source, target)
+
+
+def test_a_side_lit_shadow_reaching_the_jaw_is_the_targets_skin_not_an_occluder(fuser, faces_dir):
+    """The segmenter calls the deep shadow beside a side-lit nose "occluder" down to the jaw (faces/hard/sidelight/01):
+    reaching the face's edge, it is no floating patch, and kept on top it drew the target's own shadowed cheek into
+    the new face as a black streak beside the nose (issue 17). Darker than the skin round it, of its chromaticity
+    and no more textured, it is the face's shadow (fusion/occlusion._shadows): not kept, and bare skin to the relight,
+    so the new cheek takes the shadow's light."""
+    from facefuse.fusion import occlusion
+
+    source = faces_dir / "hard/same-person/yang_mi/01_selfie_indoor_ambient.jpg"
+    target = faces_dir / "hard/sidelight/01_lowkey_studio_woman.jpg"
+    out, record, points, raw = _segmented(fuser, source, target)
+    side = raw.shape[-1]
+    face = polygon_mask(points[FACE_OVAL] * (side / record.aligned.crop.shape[0]), side) > 0.5
+    count, labels = cv2.connectedComponents((raw[occlusion.OCCLUDER] > occlusion.OCCLUDER_FLOOR).astype(np.uint8))
+    reaching = [(labels == i) & face for i in range(1, count) if ((labels == i) & ~face).any()]
+    # what the test is about: a sizeable occluder region on the face that also reaches beyond it
+    shadow = max(reaching, key=np.sum)
+    assert shadow.sum() >= 100, shadow.sum()
+    keep, skin = (cv2.resize(m, (side, side), interpolation=cv2.INTER_AREA)
+                  for m in (record.masks.target_keep, record.masks.target_skin))
+    assert keep[shadow].max() < 0.05, "the target's shadowed cheek is kept on top of the new face"
+    assert skin[shadow].mean() > 0.5, "the relight does not see the shadow as the target's skin"
+    _closer_to_the_source(fuser, out, source, target)
+
+
+@pytest.mark.parametrize("target", ["occluded/01_microphone_over_mouth.png", "occluded/07_hat_over_eyes_hand_at_chin.jpg",
+                                    "glasses/07_thick_black_frames_man.png", "glasses/08_dark_sunglasses.jpg"])
+def test_dark_occluders_are_not_taken_for_the_faces_shadow(fuser, faces_dir, target):
+    """What covers a face differs from its shadow in colour (a hat), texture (glasses, a microphone's mesh) or
+    lightness (a hand): the shadow rule (fusion/occlusion._shadows) takes no occluder away from these photos, whose
+    occluders are as dark as a shadow; the occluder class is the same with the photo's pixels as without."""
+    from facefuse.fusion import occlusion
+
+    source = faces_dir / "face_recognition/biden.jpg"
+    _, record, points, raw = _segmented(fuser, source, faces_dir / "hard" / target)
+    crop = occlusion.segmenter_crop(record.aligned.crop)
+    at_scale = points * (raw.shape[-1] / record.aligned.crop.shape[0])
+    assert (raw[occlusion.OCCLUDER] > occlusion.OCCLUDER_FLOOR).sum() >= 100  # the photo has a sizeable occluder
+    np.testing.assert_array_equal(occlusion.without_false_occluders(raw, at_scale, crop),
+                                  occlusion.without_false_occluders(raw, at_scale))
 
 
 def _segmented(fuser, source, target):

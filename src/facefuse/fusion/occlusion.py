@@ -44,6 +44,18 @@ FACE_EDGE, ATTACHED, FRAME_HOLES = 3 / 128, 4 / 128, (8, 0.1)
 # breaks into and a dark brow are thinner (at most 2.3 of 128 px on the naturalness sets), a socket's or a cheek's
 # shadow deeper (2.7–5.1)
 PATCH_DEPTH = 2.5 / 128
+# an occluder region is the face's own shadow (see :func:`_shadows`) when, on the face, it is at most SHADOW_DARK as
+# light as the bare skin within SHADOW_RING (of the segmenter's crop) round it, of the same chromaticity (r and g
+# of sRGB over their sum within SHADOW_CHROMA: a shadow scales the three channels alike) and no more textured
+# (median |Laplacian| of L* at most SHADOW_TEXTURE × the bare skin's)
+SHADOW_DARK, SHADOW_RING, SHADOW_CHROMA, SHADOW_TEXTURE = 0.7, 4 / 128, 0.04, 1.3
+# ... and its part on the face at least SHADOW_DEPTH deep (inscribed radius, of the segmenter's crop): the dark
+# background a turned face's oval takes in beyond its cheek is a crescent (3.8 of 128 px on faces/hard/profile/03),
+# the shadows beside a side-lit nose deeper (6.7–7.5)
+SHADOW_DEPTH = 5 / 128
+# ... on a colour photo only: its bare skin's chromaticity at least SKIN_COLOUR from grey (r or g off 1/3; the
+# naturalness sets' colour photos: 0.06–0.09, greyscale ones 0.000–0.006)
+SKIN_COLOUR = 0.02
 # the source's hair probability is grown by this many pixels of the segmenter's 128 px crop before it is carried
 # onto a new face (see :func:`carried_parsing`)
 SOURCE_HAIR_GROWTH = 1
@@ -155,15 +167,18 @@ def occlusion_masks(segmenter: FaceSegmenter, rendered: RenderedFace, photo: np.
         if source is not None and rendered.source_map is not None:
             target = target_half() if target_turn is None else target_turn(target_half)
             new_face = carried_parsing(source, rendered.source_map)
-        elif target_turn is None:
-            both = segmenter.probabilities(np.stack([segmenter_crop(photo), segmenter_crop(rendered.crop)]))
-            target = without_false_occluders(both[0], None if target_points is None else target_points * scale)
-            new_face = both[1]
         else:
-            target = target_turn(target_half)
-            new_face = segmenter.probabilities(segmenter_crop(rendered.crop)[None])[0]
-        if source is None or rendered.source_map is None:
-            new_face = without_false_occluders(new_face, None if rendered.points is None else rendered.points * scale)
+            new_crop = segmenter_crop(rendered.crop)
+            if target_turn is None:
+                crops = np.stack([segmenter_crop(photo), new_crop])
+                target, new_face = segmenter.probabilities(crops)
+                target = without_false_occluders(target, None if target_points is None else target_points * scale,
+                                                 crops[0])
+            else:
+                target = target_turn(target_half)
+                new_face = segmenter.probabilities(new_crop[None])[0]
+            new_face = without_false_occluders(new_face, None if rendered.points is None else rendered.points * scale,
+                                               new_crop)
         return SegmenterPlanes.scaled(target, new_face, size, rule, core is not None, earlier)
 
     planes = measure() if carry is None else carry(measure)
@@ -191,9 +206,10 @@ def target_parsing(segmenter: FaceSegmenter, photo: np.ndarray, target_points: n
     """The target's half of the segmenter output: its aligned crop ``photo`` parsed alone, its eyes' glints not
     occluders (``target_points``: its face's 468 points in that crop). It needs nothing of the source, so a photo
     fusion computes it while the source is still being prepared (:meth:`facefuse.stages.segment.Segment.ahead`)."""
-    target = segmenter.probabilities(segmenter_crop(photo)[None])[0]
+    crop = segmenter_crop(photo)
+    target = segmenter.probabilities(crop[None])[0]
     scale = SEGMENT_SIZE / photo.shape[1]
-    return without_false_occluders(target, None if target_points is None else target_points * scale)
+    return without_false_occluders(target, None if target_points is None else target_points * scale, crop)
 
 
 def carried_parsing(source: FaceParsing, source_map: SourceMap) -> np.ndarray:
@@ -214,10 +230,13 @@ def carried_parsing(source: FaceParsing, source_map: SourceMap) -> np.ndarray:
     return source_map.warp(probabilities, source.matrix, SEGMENT_SIZE)
 
 
-def without_false_occluders(probabilities: np.ndarray, points: np.ndarray | None) -> np.ndarray:
-    """The segmenter's ``probabilities`` (classes × 128 × 128) with the occluder class taken out of two kinds of
+def without_false_occluders(probabilities: np.ndarray, points: np.ndarray | None,
+                            crop: np.ndarray | None = None) -> np.ndarray:
+    """The segmenter's ``probabilities`` (classes × 128 × 128) with the occluder class taken out of three kinds of
     region it calls occluder that are not (``points``: the face's 468 points at the segmenter's scale; None:
-    unchanged): the eyes' own parts (:func:`_eye_parts`) and patches that float on the face (:func:`_floating`)."""
+    unchanged): the eyes' own parts (:func:`_eye_parts`), patches that float on the face (:func:`_floating`) and,
+    with ``crop`` (the segmenter's input, uint8 RGB), the face's own shadows (:func:`_shadows`), whose pixels on the
+    face count as its skin."""
     if points is None:
         return probabilities
     occluder = probabilities[OCCLUDER]
@@ -226,11 +245,26 @@ def without_false_occluders(probabilities: np.ndarray, points: np.ndarray | None
         return probabilities
     total = np.bincount(labels.ravel(), minlength=count)
     false = np.union1d(_eye_parts(labels, total, points), _floating(labels, total, points))
-    if false.size == 0:
+    face = polygon_mask(points[FACE_OVAL, :2], labels.shape[0]) > 0.5
+    shadows = _shadows(labels, probabilities, face, crop, false) if crop is not None else false[:0]
+    if false.size == 0 and shadows.size == 0:
         return probabilities
     cleaned = probabilities.copy()
     cleaned[OCCLUDER][np.isin(labels, false)] = 0.0
+    if shadows.size:
+        shadow = np.isin(labels, shadows)
+        on_face = shadow & face
+        cleaned[SKIN][on_face] += cleaned[OCCLUDER][on_face]  # the relight sees the shadow as the skin it is
+        cleaned[OCCLUDER][shadow] = 0.0
     return cleaned
+
+
+def _depth(region: np.ndarray) -> float:
+    """A region's inscribed radius in pixels (the largest distance of a pixel of ``region``, a boolean or 0/1
+    mask, from its outside)."""
+    x, y, w, h = cv2.boundingRect(region.astype(np.uint8))
+    patch = np.pad(region[y:y + h, x:x + w].astype(np.uint8), 1)
+    return float(cv2.distanceTransform(patch, cv2.DIST_L2, 3).max())
 
 
 def _disc(radius: int) -> np.ndarray:
@@ -283,12 +317,61 @@ def _floating(labels: np.ndarray, total: np.ndarray, points: np.ndarray) -> np.n
     for region in np.flatnonzero(inside):
         x, y, w, h = cv2.boundingRect((labels == region).astype(np.uint8))
         patch = np.pad((labels[y:y + h, x:x + w] == region).astype(np.uint8), 1)
-        if cv2.distanceTransform(patch, cv2.DIST_L2, 3).max() < PATCH_DEPTH * side:
+        if _depth(patch) < PATCH_DEPTH * side:
             continue  # a thin piece: a frame's rim, a brow
         cv2.floodFill(patch, None, (0, 0), 2)
         if (patch == 0).sum() < max(FRAME_HOLES[0], FRAME_HOLES[1] * total[region]):
             floating.append(region)
     return np.array(floating, dtype=ids.dtype)
+
+
+def _shadows(labels: np.ndarray, probabilities: np.ndarray, face: np.ndarray, crop: np.ndarray,
+             false: np.ndarray) -> np.ndarray:
+    """The occluder regions (``labels``' ids; those in ``false`` already taken out) that are the face's own shadow
+    where they cover it (``face``: its oval at the segmenter's scale): darker than the bare skin round them, of its
+    chromaticity and no more textured (:data:`SHADOW_DARK`, :data:`SHADOW_CHROMA`, :data:`SHADOW_TEXTURE`).
+
+    Why: the network calls deep shadow on a side-lit face "occluder" where it reaches the face's edge — beside the
+    nose down to the jaw (faces/hard/sidelight/01), a shadowed half into the dark background (/02) — so
+    :func:`_floating` keeps it, and the target's own shadowed cheek stayed on top of the new face: the black streak
+    beside the nose of issue 17. What covers a face differs from its shadow in one of the three: a hat or a grey
+    beard in colour, glasses' frames, sunglasses, a microphone and strands of hair in texture, a hand or fingers in
+    lightness (measured on faces/hard, docs/quality.md); a glasses frame is also thinner than ``PATCH_DEPTH``. A greyscale photo has no chromaticity to tell by (the network's dark hair over howard1's
+    forehead, face-api-js, passed the other two), so there no region is taken for a shadow."""
+    side = labels.shape[0]
+    candidates = [region for region in np.setdiff1d(np.unique(labels[face]), np.append(false, 0))
+                  if _depth(labels == region) >= PATCH_DEPTH * side]  # not a thin piece: a glasses frame, a strand
+    skin = face & (probabilities[SKIN] + probabilities[NOSE] > 0.5)
+    if not candidates or not skin.any():
+        return labels[:0, 0]
+    def chromaticity(mask: np.ndarray) -> np.ndarray:
+        """r and g of the pixels' summed sRGB over its total: the zones are large enough to average the noise out,
+        at half a median's cost."""
+        total = crop[mask].sum(axis=0, dtype=np.float64)
+        return total[:2] / max(total.sum(), 1.0)
+
+    skin_colour = chromaticity(skin)
+    if np.abs(skin_colour - 1 / 3).max() < SKIN_COLOUR:
+        return labels[:0, 0]  # a greyscale photo: no chromaticity to tell by
+    lightness = cv2.cvtColor(crop, cv2.COLOR_RGB2Lab)[..., 0].astype(np.float32)
+    texture = np.abs(cv2.Laplacian(lightness, cv2.CV_32F))
+    skin_texture = max(float(np.median(texture[skin])), 1.0)
+    ring = _disc(max(1, round(SHADOW_RING * side)))
+    shadows = []
+    for region in candidates:
+        inside = labels == region
+        on_face = inside & face
+        if _depth(on_face) < SHADOW_DEPTH * side:
+            continue  # a crescent along the face's edge: the background beyond a turned cheek
+        around = (cv2.dilate(inside.astype(np.uint8), ring) > 0) & skin & ~inside
+        if around.sum() < 6:
+            continue  # no bare skin beside it to compare with
+        dark = np.median(lightness[on_face]) <= SHADOW_DARK * np.median(lightness[around])
+        same_colour = np.abs(chromaticity(on_face) - chromaticity(around)).max() <= SHADOW_CHROMA
+        smooth = np.median(texture[on_face]) <= SHADOW_TEXTURE * skin_texture
+        if dark and same_colour and smooth:
+            shadows.append(region)
+    return np.array(shadows, dtype=labels.dtype)
 
 
 def segmenter_crop(crop: np.ndarray) -> np.ndarray:

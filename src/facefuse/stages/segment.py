@@ -86,10 +86,11 @@ class Segment(Stage):
         matrix, size = engine.crop_matrix(face, record.options)
 
         def parse() -> FaceParsing:
-            probabilities = segmenter.probabilities(segmenter_crop(align.aligned_crop(image, matrix, size))[None])[0]
+            crop = segmenter_crop(align.aligned_crop(image, matrix, size))
+            probabilities = segmenter.probabilities(crop[None])[0]
             to_parsing = matrix * (SEGMENT_SIZE / size)
             points = align.apply(to_parsing, face.landmarks)[:, :2]
-            return FaceParsing(without_false_occluders(probabilities, points), to_parsing)
+            return FaceParsing(without_false_occluders(probabilities, points, crop), to_parsing)
 
         cached = record.cached_face()
         if cached is None or self.memo is None:
