@@ -538,6 +538,33 @@ def test_dark_occluders_are_not_taken_for_the_faces_shadow(fuser, faces_dir, tar
                                   occlusion.without_false_occluders(raw, at_scale))
 
 
+def test_a_sideburn_on_the_sources_rim_is_hidden_and_the_inside_of_its_face_untouched(fuser, faces_dir):
+    """The network's hair stops short of a sideburn and a dark lock by the ear (faces/hard/same-person/jay_chou/01),
+    which came onto the new face's edge. In the source's own parsing, what lies on the rim of its face oval, is not
+    face to the network and is far from the skin's colour beside it becomes an occluder, hidden from the new face
+    (fusion/occlusion.source_edge): pixels of the rim change, none inside it."""
+    from facefuse.analysis.segmentation import OCCLUDER
+    from facefuse.fusion import occlusion
+    from facefuse.geometry import align
+
+    source = faces_dir / "hard/same-person/jay_chou/01_studio_tilted_warm.jpg"
+    _, record, _, _ = _segmented(fuser, source, faces_dir / "face_recognition/obama-720p.jpg")
+    parsed = record.face_source.source_parsing()
+    analysis = fuser.analyze(source)
+    face = max(analysis.faces, key=lambda f: f.area)
+    matrix, size = record.face_source.engine.crop_matrix(face, FusionOptions())
+    crop = occlusion.segmenter_crop(align.aligned_crop(analysis.image, matrix, size))
+    points = align.apply(matrix * (crop.shape[0] / size), face.landmarks)[:, :2]
+    segmenter = next(s for s in fuser.stages.stages if s.name == "segment").segmenter()
+    before = occlusion.without_false_occluders(segmenter.probabilities(crop[None])[0], points, crop)
+    hidden = parsed.probabilities[OCCLUDER] - before[OCCLUDER] > 0.3
+    assert hidden.sum() >= 20, hidden.sum()  # what the test is about: the rule hides something there
+    oval = (polygon_mask(points[FACE_OVAL], crop.shape[0]) > 0.5).astype(np.uint8)
+    rim = round(occlusion.EDGE_BAND * float(np.ptp(points[FACE_OVAL, 0])))
+    inside = cv2.erode(oval, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * rim + 1,) * 2)) > 0
+    np.testing.assert_array_equal(parsed.probabilities[:, inside], before[:, inside])
+
+
 def _segmented(fuser, source, target):
     """A fusion's output, its record as the segment stage left it, the target's 468 points in the aligned crop and
     the segmenter's raw probabilities for that crop (before any rule)."""

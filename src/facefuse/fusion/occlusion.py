@@ -22,9 +22,11 @@ from types import MappingProxyType
 import cv2
 import numpy as np
 
-from ..analysis.segmentation import HAIR, NOSE, OCCLUDER, SEGMENT_SIZE, SKIN, FaceParsing, FaceSegmenter
+from ..analysis.segmentation import (FACE_CLASSES, HAIR, NOSE, OCCLUDER, SEGMENT_SIZE, SKIN, FaceParsing,
+                                     FaceSegmenter)
 from ..geometry.regions import FACE_OVAL, LEFT_EYE, RIGHT_EYE, polygon_mask
 from .engine import CarryTurn, RenderedFace, SourceMap
+from .relight import skin_shading
 
 
 CORE_HAIR_FLOOR = 0.7  # hair probability from which the target's hair covers the new face's bare skin
@@ -56,6 +58,12 @@ SHADOW_DEPTH = 5 / 128
 # ... on a colour photo only: its bare skin's chromaticity at least SKIN_COLOUR from grey (r or g off 1/3; the
 # naturalness sets' colour photos: 0.06–0.09, greyscale ones 0.000–0.006)
 SKIN_COLOUR = 0.02
+# the source's own photo: a pixel within EDGE_BAND inside its face oval (of the face's width; and half as far
+# outside, where the new face's feathered edge still reads it) that the network is
+# not sure is face (face classes under EDGE_FACE) and whose colour is more than EDGE_DELTA_E (8-bit Lab) from its skin
+# nearby (shading at EDGE_SKIN_SIGMA of the face's width) is not its face: a sideburn, the backdrop (see
+# :func:`source_edge`)
+EDGE_BAND, EDGE_FACE, EDGE_DELTA_E, EDGE_SKIN_SIGMA = 0.08, 0.7, 35.0, 0.08
 # the source's hair probability is grown by this many pixels of the segmenter's 128 px crop before it is carried
 # onto a new face (see :func:`carried_parsing`)
 SOURCE_HAIR_GROWTH = 1
@@ -372,6 +380,40 @@ def _shadows(labels: np.ndarray, probabilities: np.ndarray, face: np.ndarray, cr
         if dark and same_colour and smooth:
             shadows.append(region)
     return np.array(shadows, dtype=labels.dtype)
+
+
+def source_edge(probabilities: np.ndarray, points: np.ndarray, crop: np.ndarray) -> np.ndarray:
+    """The source face's ``probabilities`` (in its own photo, ``crop`` the segmenter's input, ``points`` its 468
+    points at that scale) with what lies in the outer band of its oval and is not its face — unsure to the network,
+    far from the skin's colour beside it — moved to the occluder class, so the new face does not take it
+    (``source_hidden``).
+
+    Why: the network's hair and occluder stop short of a sideburn or a thin lock by the ear and of a coloured
+    backdrop where the face oval reaches past the cheek (faces/hard/same-person/jay_chou/01 and elon_musk/01), and
+    those pixels came onto the new face's edge as dark dots and blue streaks at the temple (issue 17)."""
+    oval = polygon_mask(points[FACE_OVAL, :2], crop.shape[0]) > 0.5
+    width = float(np.ptp(points[FACE_OVAL, 0]))
+    # the oval's rim: a sideburn or a lock lies on it, half outside
+    band = (cv2.dilate(oval.astype(np.uint8), _disc(max(1, round(EDGE_BAND * width / 2)))) > 0) & \
+        ~(cv2.erode(oval.astype(np.uint8), _disc(max(1, round(EDGE_BAND * width)))) > 0)
+    face = probabilities[list(FACE_CLASSES)].sum(axis=0)
+    unsure = band & (face < EDGE_FACE)
+    if not unsure.any():
+        return probabilities
+    lab = cv2.cvtColor(crop, cv2.COLOR_RGB2Lab).astype(np.float32)
+    skin = (oval & (probabilities[SKIN] + probabilities[NOSE] > 0.5)).astype(np.float32)
+    rows, cols = np.nonzero(unsure)
+    far = np.linalg.norm(lab[rows, cols] - skin_shading(lab, skin, EDGE_SKIN_SIGMA * width)[rows, cols],
+                         axis=-1) > EDGE_DELTA_E
+    if not far.any():
+        return probabilities
+    rows, cols = rows[far], cols[far]
+    moved = probabilities.copy()
+    pixels = moved[:, rows, cols]
+    pixels[OCCLUDER] = 1.0 - pixels[HAIR]  # all but its hair is occluder now
+    pixels[[c for c in range(len(moved)) if c not in (HAIR, OCCLUDER)]] = 0.0
+    moved[:, rows, cols] = pixels
+    return moved
 
 
 def segmenter_crop(crop: np.ndarray) -> np.ndarray:

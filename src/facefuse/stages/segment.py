@@ -19,7 +19,7 @@ import numpy as np
 
 from ..analysis.cache import FaceMemo
 from ..analysis.segmentation import SEGMENT_SIZE, FaceParsing, FaceSegmenter
-from ..fusion.occlusion import (OCCLUDER_RULES, occlusion_masks, segmenter_crop, target_parsing,
+from ..fusion.occlusion import (OCCLUDER_RULES, occlusion_masks, segmenter_crop, source_edge, target_parsing,
                                without_false_occluders)
 from ..geometry import align
 from .base import Stage
@@ -90,7 +90,8 @@ class Segment(Stage):
             probabilities = segmenter.probabilities(crop[None])[0]
             to_parsing = matrix * (SEGMENT_SIZE / size)
             points = align.apply(to_parsing, face.landmarks)[:, :2]
-            return FaceParsing(without_false_occluders(probabilities, points, crop), to_parsing)
+            return FaceParsing(source_edge(without_false_occluders(probabilities, points, crop), points, crop),
+                               to_parsing)
 
         cached = record.cached_face()
         if cached is None or self.memo is None:
