@@ -7,6 +7,7 @@ and the restart the job's database and folder are read directly, to see exactly 
 from __future__ import annotations
 
 import io
+import json
 import time
 import zipfile
 from pathlib import Path
@@ -20,6 +21,7 @@ from serve_helpers import rss_mb, serve_process
 
 from facefuse.imageio import read_label
 from facefuse.jobs import JobState, JobStore
+from facefuse.video.fuse import CHECKPOINT
 
 
 def test_job_killed_mid_run_resumes_on_restart(store_config, faces_dir: Path, tmp_path: Path):
@@ -64,7 +66,9 @@ def test_video_job_killed_mid_run_continues_from_its_last_segment(store_config, 
     jobs_dir = tmp_path / "jobs"
     with serve_process(store_config, jobs_dir) as (process, url):
         job_id = submit(url, faces_dir / "face_recognition/biden.jpg", [clip]).json()["id"]
-        wait_for(url, job_id, lambda j: j["progress"]["frames_done"] >= 25)  # past the first 2 s segment
+        # past the first 2 s segment, and that segment on disk: frames_done counts frames handed to the encoder,
+        # whose thread finishes a segment's file a few frames later (on a loaded machine, later still)
+        wait_for(url, job_id, lambda j: j["progress"]["frames_done"] >= 25 and _segments_saved(jobs_dir / job_id))
         process.kill()
         process.wait(timeout=30)
     assert not (jobs_dir / job_id / "result.mp4").exists()
@@ -105,3 +109,14 @@ def test_a_finished_video_job_gives_its_working_memory_back(store_config, faces_
         idle = rss_mb(process.pid)
     assert len(busy) >= 5, busy  # the job was seen running
     assert idle < max(busy) - 60, (max(busy), idle)  # without the hand-back: within ~1 MB (128 MB with it)
+
+
+def _segments_saved(job_folder: Path) -> int:
+    """How many finished segments a video job's checkpoint records (0 before it has written one)."""
+    saved = 0
+    for checkpoint in job_folder.rglob(CHECKPOINT):
+        try:
+            saved += len(json.loads(checkpoint.read_text())["segments"])
+        except (OSError, ValueError, KeyError):
+            pass  # written atomically, but it may not be there yet
+    return saved

@@ -565,6 +565,44 @@ def test_a_sideburn_on_the_sources_rim_is_hidden_and_the_inside_of_its_face_unto
     np.testing.assert_array_equal(parsed.probabilities[:, inside], before[:, inside])
 
 
+def _parsed_alone(fuser, photo):
+    """A photo's largest face as the segment stage parses a target: the segmenter's raw probabilities for its crop,
+    the face's 468 points at the segmenter's scale, and the same after :func:`without_false_occluders`."""
+    from facefuse.analysis.segmentation import SEGMENT_SIZE
+    from facefuse.fusion.occlusion import segmenter_crop, without_false_occluders
+    from facefuse.geometry import align
+
+    analysis = fuser.analyze(photo)
+    face = max(analysis.faces, key=lambda f: f.area)
+    matrix, size = fuser.engine("mesh").crop_matrix(face, FusionOptions())
+    crop = segmenter_crop(align.aligned_crop(analysis.image, matrix, size))
+    raw = fuser.segmenter().probabilities(crop[None])[0]
+    points = align.apply(matrix, face.landmarks)[:, :2] * (SEGMENT_SIZE / size)
+    return raw, points, without_false_occluders(raw, points, crop)
+
+
+def test_a_brow_the_segmenter_calls_occluder_is_the_brow_and_a_frame_stays(fuser, faces_dir):
+    """att-faces s9/1: the network calls a dark brow "occluder", which kept the target's brow on every new face
+    (fusion/occlusion._brow_parts). leonard1 wears thick frames just under his brows: every occluder pixel of the
+    frame (outside the brows) stays."""
+    from facefuse.analysis.segmentation import OCCLUDER
+    from facefuse.fusion.occlusion import OCCLUDER_EDGE
+
+    def on_brows(points):
+        return polygon_mask(points[RIGHT_BROW], 128, points[LEFT_BROW]) > 0.5
+
+    raw, points, cleaned = _parsed_alone(fuser, faces_dir / "att-faces/s9/1.pgm")
+    brows = on_brows(points)
+    before, after = (int((p[OCCLUDER][brows] > OCCLUDER_EDGE).sum()) for p in (raw, cleaned))
+    assert before >= 20 and after <= before - 15, (before, after)
+
+    raw, points, cleaned = _parsed_alone(fuser, faces_dir / "face-api-js/leonard/leonard1.png")
+    near_brows = cv2.dilate(on_brows(points).astype(np.uint8), np.ones((7, 7), np.uint8)) > 0
+    frame = (raw[OCCLUDER] > OCCLUDER_EDGE) & ~near_brows
+    assert frame.sum() >= 100  # what the test is about: the frame is there
+    np.testing.assert_array_equal(cleaned[OCCLUDER][frame], raw[OCCLUDER][frame])
+
+
 def _segmented(fuser, source, target):
     """A fusion's output, its record as the segment stage left it, the target's 468 points in the aligned crop and
     the segmenter's raw probabilities for that crop (before any rule)."""
