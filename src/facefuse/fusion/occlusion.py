@@ -39,7 +39,8 @@ OCCLUDER_FLOOR, OCCLUDER_EDGE, OCCLUDER_SURE = 0.35, 0.2, 0.65
 # itself — its lids' lashes, its whites, a catch light — not an occluder (issue 17; see :func:`_eye_parts`)
 EYE_GLINT_OUTSIDE, EYE_MARGIN = 0.25, 4 / 128
 # an occluder region with under BROW_OUTSIDE of its pixels outside the brows grown by BROW_MARGIN (of the
-# segmenter's crop) and no larger than BROW_SIZE brows is a brow (see _brow_parts)
+# segmenter's crop) and no larger than BROW_SIZE brows is a brow (see _brow_parts) — unless the face wears glasses:
+# GLASSES_PIXELS occluder pixels or more round the eyes, within GLASSES_REACH of them
 BROW_OUTSIDE, BROW_MARGIN, BROW_SIZE = 0.25, 2 / 128, 1.5
 GLASSES_PIXELS, GLASSES_REACH = 12, 5 / 128
 # an occluder region wholly inside the face's oval shrunk by FACE_EDGE (of the segmenter's crop), farther than
@@ -244,9 +245,10 @@ def carried_parsing(source: FaceParsing, source_map: SourceMap) -> np.ndarray:
 
 def without_false_occluders(probabilities: np.ndarray, points: np.ndarray | None,
                             crop: np.ndarray | None = None) -> np.ndarray:
-    """The segmenter's ``probabilities`` (classes × 128 × 128) with the occluder class taken out of three kinds of
+    """The segmenter's ``probabilities`` (classes × 128 × 128) with the occluder class taken out of four kinds of
     region it calls occluder that are not (``points``: the face's 468 points at the segmenter's scale; None:
-    unchanged): the eyes' own parts (:func:`_eye_parts`), patches that float on the face (:func:`_floating`) and,
+    unchanged): the eyes' own parts (:func:`_eye_parts`), the brows of a face without glasses (:func:`_brow_parts`),
+    patches that float on the face (:func:`_floating`) and,
     with ``crop`` (the segmenter's input, uint8 RGB), the face's own shadows (:func:`_shadows`), whose pixels on the
     face count as its skin."""
     if points is None:
