@@ -312,8 +312,8 @@ def _brow_parts(labels: np.ndarray, total: np.ndarray, points: np.ndarray, eye_p
     occluder pixels (the eyes' own parts aside) round the eyes, within ``GLASSES_REACH`` of them and outside the
     brows.
 
-    Why: the network calls some dark brows "occluder" (att-faces s9/1: both), and kept on top the target's brows
-    stayed on every new face fused onto it. A frame's top rim on the brows breaks into pieces of just that shape,
+    Why: the network calls some dark brows "occluder" (att-faces s9/1: both; hard/makeup/01's arched brows): a
+    target's brows then stayed on top of every new face fused onto it, and a source's were hidden. A frame's top rim on the brows breaks into pieces of just that shape,
     but a frame also lies round the eyes: with the rule blind to that, a frame pasted on elon_musk/01 and on howard1
     lost its top rims (the pasted occluders' worst pair 16.5 → 13.5 dB)."""
     side = labels.shape[0]
