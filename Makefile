@@ -77,11 +77,15 @@ train-restorer: $(VENV)/.installed
 	$(PIP) -e '.[train]' -e ./dists/facefuse-training
 	$(BIN)/facefuse train restorer --out artifacts/restorer
 
-# Our own face segmenter (needs the 'train' extra; label cache in .cache/segmenter, run resumes from
-# artifacts/segmenter). The shipped model is this exact recipe: 1800 steps, then the same run continued to 2600
-# (the schedule is stretched at the resume; every batch is seeded by its step, so both phases are reproducible).
-# Ship the result with `facefuse train segmenter --steps 2600 --until ship`. See docs/models.md "Face segmentation".
+# Our own face segmenter (needs the 'train' extra; label cache in .cache/segmenter, runs resume from their
+# folders). The shipped model is this exact recipe: 1800 steps, then the same run continued to 2600 (the schedule
+# is stretched at the resume; every batch is seeded by its step, so both phases are reproducible), then a fine-tune
+# of that export with half of its samples cut as tight photos, the photo reflected past its edges as inference's
+# aligned crop reflects it (issue 17). Ship the result with the last command's `--until ship`. See docs/models.md
+# "Face segmentation".
 train-segmenter: $(VENV)/.installed
 	$(PIP) -e '.[train]' -e ./dists/facefuse-training
 	$(BIN)/facefuse train segmenter --out artifacts/segmenter --steps 1800 --until train
 	$(BIN)/facefuse train segmenter --out artifacts/segmenter --steps 2600
+	$(BIN)/facefuse train segmenter --out artifacts/segmenter-edges --init artifacts/segmenter/face_segmenter.onnx \
+		--photo-edges 0.5 --lr 0.001 --steps 1000 --seed 7

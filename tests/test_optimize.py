@@ -222,7 +222,8 @@ def test_cli_writes_report(photos, tmp_path, capsys, model_home):
     code = main(["optimize", "mobilefacenet", "--precision", "int8", "--calibration", str(photos["calibration"]),
                  "--holdout", str(photos["holdout"]), "--max-images", "12", "--runs", "3",
                  "--output", str(tmp_path / "m.onnx"), "--report", str(report_path)])
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert report_path.is_file(), (code, out[-2000:], err[-2000:])  # a failed run says why
     saved = json.loads(report_path.read_text())
     # the printed verdict, the saved verdict and the checks agree, and the printed figure is the saved one
     verdict = all(check["passed"] for check in saved["checks"])

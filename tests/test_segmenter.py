@@ -236,3 +236,26 @@ def test_the_export_takes_the_occluder_weight_back_out_of_the_probabilities(quic
     assert np.allclose(shift[:, OCCLUDER], np.log(3.0), atol=1e-4)
     assert np.abs(np.delete(shift, OCCLUDER, axis=1)).max() < 1e-4
     assert calibrated(load_model(config), 1.0).head[-1].bias[OCCLUDER] == load_model(config).head[-1].bias[OCCLUDER]
+
+
+def test_a_tight_photos_crop_mirrors_the_photo_past_its_edges(obama_crop) -> None:
+    """Inference's aligned crop reflects the photo past its edges (a still the face fills: its chin upside down over
+    its forehead); the photo-edge samples show the network exactly that, and ask nothing of it outside the photo."""
+    image = obama_crop.image.astype(np.float32)
+    photo_labels = np.where(obama_crop.labels == synth.IGNORE, synth.BACKGROUND, obama_crop.labels)
+    cut_sides = set()
+    for seed in range(8):
+        cut, labels = synth.past_photo_edges(np.random.default_rng(seed), image, photo_labels, obama_crop.mesh)
+        known = labels != synth.IGNORE
+        ys, xs = np.nonzero(known)
+        y0, y1, x0, x1 = ys.min(), ys.max() + 1, xs.min(), xs.max() + 1
+        assert known.sum() == (y1 - y0) * (x1 - x0) < known.size  # one rectangle, smaller than the crop
+        assert np.array_equal(cut[y0:y1, x0:x1], image[y0:y1, x0:x1])
+        assert np.array_equal(labels[known], photo_labels[y0:y1, x0:x1].ravel())
+        if y0 > 1:  # the row above the edge is the row below it (reflect-101: the edge row itself once)
+            assert np.array_equal(cut[y0 - 1, x0:x1], image[y0 + 1, x0:x1])
+            cut_sides.add("top")
+        if x1 < synth.SIZE - 1:
+            assert np.array_equal(cut[y0:y1, x1], image[y0:y1, x1 - 2])
+            cut_sides.add("right")
+    assert cut_sides == {"top", "right"}

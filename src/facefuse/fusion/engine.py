@@ -61,7 +61,8 @@ class FusionOptions(Options):
         "multiband", "Blend", "how the new face is blended in: multiband (Laplacian pyramid) or poisson (gradient "
         "domain cloning; slower)")
     sharpen: float = option(
-        0.35, "Sharpen", "0–1: halo-free unsharp mask on the new face (restores detail lost to warping)",
+        0.35, "Sharpen", "0–1: halo-free unsharp mask of the new face's lightness (restores detail lost to warping; "
+        "the colour of an edge is left alone)",
         ge=0, le=1, allow_inf_nan=False)
     restore: RestoreMode = option(
         "auto", "Restore poor faces",

@@ -182,8 +182,8 @@ _ENTRIES: tuple[ModelEntry, ...] = (
                   1070497, "trained here on UTKFace (research use); card: facefuse/models/weights/restorer.md",
                   InputContract((None, 3, None, None), "RGB", "x / 255; height and width multiples of 8"),
                   "face restorer trained here: U-Net student, channel-pruned and feature-distilled (restore stage)"),
-    _trained_here("face_segmenter", Task.SEGMENTER, "1226451ead12a0c67a18078ad98b9195784641872ee8c22ad7155261d7862c70",
-                  2013758, "facefuse-trained on UTKFace (research use; see face_segmenter.md)",
+    _trained_here("face_segmenter", Task.SEGMENTER, "f0c7b738bd797ae53e0239dd2f2ef1ef7edf58c37fdca9fc80da570e86094866",
+                  2076630, "facefuse-trained on UTKFace (research use; see face_segmenter.md)",
                   InputContract((None, 3, 128, 128), "RGB", "x / 255 (the mesh engine's aligned crop at 128 px)"),
                   "our face parser: 8 classes (background, skin, brows, eyes, nose, lips, hair, occluder)"),
 )

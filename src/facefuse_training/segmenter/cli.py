@@ -35,6 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hard-examples", action="store_true",
                         help="hard negatives labelled as face (side shadows, beards, make-up, dark brows) and thin "
                              "bars and fingers as occluders (round 4's trial: not the shipped recipe)")
+    parser.add_argument("--photo-edges", type=float, default=defaults.photo_edges,
+                        help="share of samples cut as a tight photo whose crop reflects the photo past its edges, "
+                             "as inference's aligned crop does (0: the shipped recipe's stream)")
     parser.add_argument("--threads", type=int, default=1, help="PyTorch threads (1 is fastest on a busy machine)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (logs still written)")
 
@@ -44,7 +47,7 @@ def configs_from(args: argparse.Namespace) -> tuple[DataConfig, TrainConfig]:
     train = TrainConfig(out=args.out, steps=args.steps, batch=args.batch, lr=args.lr, seed=args.seed,
                         threads=args.threads, progress=not args.no_progress, init=args.init,
                         warmup=args.warmup, occluder_weight=args.occluder_weight,
-                        hard_examples=args.hard_examples)
+                        hard_examples=args.hard_examples, photo_edges=args.photo_edges)
     if args.quick:
         data, train = quick(data, train)
     return data, train

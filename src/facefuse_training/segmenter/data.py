@@ -70,7 +70,7 @@ def concat(a: L.LabelSet, b: L.LabelSet) -> L.LabelSet:
 
 
 def batch_at(data: L.LabelSet, weights: np.ndarray, seed: int, step: int, batch: int, window: int = L.SIZE,
-             hard: bool = False):
+             hard: bool = False, photo_edges: float = 0.0):
     """Training batch of ``step``: ``batch`` composed samples, as ([B,3,W,W] float 0..1, [B,W,W] int64 labels).
 
     A ``window`` below 128 takes a random window of each composed sample: the network is fully convolutional and
@@ -84,7 +84,7 @@ def batch_at(data: L.LabelSet, weights: np.ndarray, seed: int, step: int, batch:
     rng = step_rng(seed, step)
     images, labels = [], []
     for _ in range(batch):
-        image, label = compose(rng, data, int(rng.choice(len(data), p=weights)), hard=hard)
+        image, label = compose(rng, data, int(rng.choice(len(data), p=weights)), hard=hard, photo_edges=photo_edges)
         y, x = rng.integers(0, L.SIZE - window + 1, 2)
         images.append(to_tensor(image[y:y + window, x:x + window]))
         labels.append(torch.from_numpy(label[y:y + window, x:x + window].astype(np.int64)))
@@ -97,13 +97,14 @@ def to_tensor(image: np.ndarray):
     return torch.from_numpy(np.ascontiguousarray(image.transpose(2, 0, 1))).float() / 255.0
 
 
-def held_out_samples(data: L.LabelSet, count: int, seed: int = 12345,
-                     hard: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """The fixed held-out synthetic set: ``count`` composed samples of held-out photos (uint8 NHWC, labels)."""
+def held_out_samples(data: L.LabelSet, count: int, seed: int = 12345, hard: bool = False,
+                     photo_edges: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """The fixed held-out synthetic set: ``count`` composed samples of held-out photos (uint8 NHWC, labels);
+    ``photo_edges`` 1: every one cut as a tight photo (:func:`~.synth.past_photo_edges`)."""
     images, labels = [], []
     for k in range(count):
         rng = np.random.default_rng((seed, k))
-        image, label = compose(rng, data, k % len(data), hard=hard)
+        image, label = compose(rng, data, k % len(data), hard=hard, photo_edges=photo_edges)
         images.append(image)
         labels.append(label)
     return np.stack(images), np.stack(labels)

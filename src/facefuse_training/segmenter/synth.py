@@ -584,11 +584,12 @@ HARD_SHARES = [0.12, 0.11, 0.18, 0.08, 0.08, 0.07, 0.08, 0.10, 0.06, 0.12]
 
 
 def compose(rng: Rng, data: LabelSet, index: int, occlusion: float = 0.8,
-            hard: bool = False) -> tuple[np.ndarray, np.ndarray]:
+            hard: bool = False, photo_edges: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """Sample ``index`` of ``data`` in a random scene, with random occluders; (uint8 RGB, uint8 labels).
 
-    ``hard`` adds the hard negatives (:func:`add_hard_negatives`, side shadows) and the bars and fingers; off, the
-    random stream is exactly the shipped recipe's, so ``make train-segmenter`` still reproduces the shipped model."""
+    ``hard`` adds the hard negatives (:func:`add_hard_negatives`, side shadows) and the bars and fingers;
+    ``photo_edges`` is the share of samples cut as a tight photo (:func:`past_photo_edges`). Both off, the random
+    stream is exactly the shipped recipe's, so ``make train-segmenter`` still reproduces the shipped model."""
     photo = data.images[index].astype(np.float32)
     labels = data.labels[index].copy()
     mesh = data.mesh[index].astype(np.float32)
@@ -635,7 +636,37 @@ def compose(rng: Rng, data: LabelSet, index: int, occlusion: float = 0.8,
                 add_microphone(rng, image, out_labels, mesh, hard)
     if hard and rng.random() < 0.35:  # side light falls on the face, the scene and whatever is in front alike
         add_side_shadow(rng, image, mesh)
+    if photo_edges and rng.random() < photo_edges:
+        image, out_labels = past_photo_edges(rng, image, out_labels, mesh)
     return augment(rng, image, out_labels)
+
+
+def past_photo_edges(rng: Rng, image: np.ndarray, labels: np.ndarray,
+                     mesh: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sample as the aligned crop of a tight photo: from one to four sides, an edge between the crop's border
+    and a little inside the face, past it the photo reflected, as ``geometry.align.aligned_crop`` reflects it at
+    inference; labels unknown there.
+
+    Why: a still the face fills (att-faces, face-api-js's amy1) gets crops whose borders are its own face
+    mirrored, a chin upside down over the forehead, a scene the shipped recipe never showed (it filled the
+    outside with synthetic scenes); the network called the real brows and forehead beside such a mirror "hair" or
+    "occluder", and the fusion kept the target's there (issue 17). Outside the photo nothing is pasted back, so the
+    loss asks only that the pixels inside it are parsed right with a mirror beside them."""
+    _, left, right, top, bottom = _face_frame(mesh)
+    width, height = right - left, bottom - top
+    sides = rng.random(4) < 0.5
+    sides[rng.integers(4)] = True
+    y0 = int(rng.uniform(0, top + 0.2 * height)) if sides[0] else 0
+    y1 = int(rng.uniform(bottom - 0.1 * height, SIZE)) if sides[1] else SIZE
+    x0 = int(rng.uniform(0, left + 0.1 * width)) if sides[2] else 0
+    x1 = int(rng.uniform(right - 0.1 * width, SIZE)) if sides[3] else SIZE
+    y0, x0 = max(0, y0), max(0, x0)
+    y1, x1 = min(SIZE, max(y1, y0 + 16)), min(SIZE, max(x1, x0 + 16))
+    border = (y0, SIZE - y1, x0, SIZE - x1)
+    reflected = cv2.copyMakeBorder(np.ascontiguousarray(image[y0:y1, x0:x1]), *border, cv2.BORDER_REFLECT_101)
+    unknown = np.full((SIZE, SIZE), IGNORE, np.uint8)
+    unknown[y0:y1, x0:x1] = labels[y0:y1, x0:x1]
+    return reflected, unknown
 
 
 def augment(rng: Rng, image: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

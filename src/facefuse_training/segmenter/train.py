@@ -41,6 +41,7 @@ class TrainConfig:
     dice_weight: float = 0.5
     occluder_weight: float = 1.0  # cross-entropy weight of occluder pixels (round 4's trial: 3, not shipped)
     hard_examples: bool = False  # synth.compose's hard negatives, bars and fingers (round 4's trial, not shipped)
+    photo_edges: float = 0.0  # share of samples cut as a tight photo, its reflection past the edges (synth)
     threads: int = 1
     checkpoint_every_s: float = 120.0
     progress: bool = True
@@ -94,7 +95,7 @@ def train(config: TrainConfig, data: LabelSet) -> list[dict[str, float]]:
         if step == config.stop_at:
             raise Interrupted(step)
         images, labels = batch_at(data, weights, config.seed, step, config.batch, config.window(step),
-                                  config.hard_examples)
+                                  config.hard_examples, config.photo_edges)
         return loss_fn(model(images), labels, config.dice_weight, config.occluder_weight), {}
 
     spec = LoopSpec(steps=config.steps, lr=config.lr, weight_decay=config.weight_decay, warmup_steps=config.warmup,
