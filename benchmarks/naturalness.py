@@ -19,6 +19,7 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import get_args
 
 import cv2
 import numpy as np
@@ -269,13 +270,13 @@ def worst_sheets(bench: Bench, name: str, cases: list[Case]) -> None:
 
 
 def lighting_rows(bench: Bench, sets: dict[str, PhotoSet], modes: list[str], people_per_set: int,
-                  tag: str, eyes: str = "auto") -> list[str]:
+                  tag: str, choices: dict[str, str] | None = None) -> list[str]:
     """Per set and mask mode: self-swaps (another photo of the same person), cross-person pairs (identity judged
     against each person's last photo, never fused, of every person of the set), the hard photos as targets and as
     sources, and the same file fused with itself; ``people_per_set`` (0: all) people of each set are fused, so a run stays short."""
     rows: list[str] = []
     for mode in modes:
-        options = FusionOptions(visible_label=False, segmentation=mode, eyes=eyes)
+        options = FusionOptions(visible_label=False, segmentation=mode, **(choices or {}))
         for set_name, photo_set in sets.items():
             people = photo_set.people
             names = list(people)
@@ -401,7 +402,7 @@ def paste_occluder(image: np.ndarray, face) -> tuple[np.ndarray, np.ndarray]:
 
 
 def occluder_rows(bench: Bench, sets: dict[str, PhotoSet], modes: list[str],
-                  eyes: str = "auto") -> tuple[list[str], list[np.ndarray]]:
+                  choices: dict[str, str] | None = None) -> tuple[list[str], list[np.ndarray]]:
     """PSNR inside the pasted occluder for each segmentation mode; the sheet's rows: the occluded target, then the
     first six pairs' results, one column per mode."""
     rows, tiles = [], {}
@@ -414,7 +415,7 @@ def occluder_rows(bench: Bench, sets: dict[str, PhotoSet], modes: list[str],
             occluded, mask = paste_occluder(analysis.image, face)
             try:
                 result = bench.fuser.fuse(source, occluded, FusionOptions(visible_label=False, segmentation=mode,
-                                                                          eyes=eyes))
+                                                                          **(choices or {})))
             except FacefuseError:
                 continue
             diff = result.image[mask].astype(np.float64) - occluded[mask].astype(np.float64)
@@ -447,7 +448,8 @@ def hair_band(face, shape) -> np.ndarray:
     return mask > 0
 
 
-def hair_leak_rows(bench: Bench, sources: list[Path], targets: list[Path], eyes: str = "auto") -> list[str]:
+def hair_leak_rows(bench: Bench, sources: list[Path], targets: list[Path],
+                   choices: dict[str, str] | None = None) -> list[str]:
     """Share of the target's forehead that moved ≥ 10 Lab units toward the source's hair colour (sampled in a band
     above the source's face oval)."""
     rows = []
@@ -464,7 +466,7 @@ def hair_leak_rows(bench: Bench, sources: list[Path], targets: list[Path], eyes:
                     continue
                 try:
                     result = bench.fuser.fuse(source, target, FusionOptions(visible_label=False, segmentation=mode,
-                                                                            eyes=eyes))
+                                                                            **(choices or {})))
                 except FacefuseError:
                     continue
                 tgt = bench.fuser.analyze(target)
@@ -513,8 +515,11 @@ def main() -> None:
                         help="comma-separated: face-api-js, knn_examples, att-faces, hard")
     parser.add_argument("--people", type=int, default=0, help="people per set (0: all): a shorter run")
     parser.add_argument("--modes", default="auto,off", help="segmentation modes to measure")
-    parser.add_argument("--eyes", default="auto", choices=["auto", "target", "source"],
+    parser.add_argument("--eyes", default="auto", choices=get_args(FusionOptions.model_fields["eyes"].annotation),
                         help="whose eyes the fusions show (FusionOptions.eyes)")
+    parser.add_argument("--light", default="shading", choices=get_args(FusionOptions.model_fields["light"].annotation),
+                        help="how the target's light is moved (FusionOptions.light); the timings part measures "
+                             "shading and shape whatever is chosen here")
     parser.add_argument("--parts", default="table,timings,occluders,hair,yaw",
                         help="what to measure: table (identity, lighting, smear, sharpness), timings, occluders, "
                              "hair, yaw")
@@ -525,7 +530,8 @@ def main() -> None:
     parts = set(args.parts.split(","))
     bench = Bench()
     sets = photo_sets(args.sets.split(","))
-    lighting = lighting_rows(bench, sets, args.modes.split(","), args.people, args.tag, args.eyes) if "table" in parts else []
+    choices = {"eyes": args.eyes, "light": args.light}
+    lighting = lighting_rows(bench, sets, args.modes.split(","), args.people, args.tag, choices) if "table" in parts else []
     lines = [
         f"## {args.title} (`benchmarks/naturalness.py`)",
         "",
@@ -562,7 +568,7 @@ def main() -> None:
                   f"light choice, eyes={args.eyes})", "", "| step | wall ms | CPU ms |", "|---|---|---|",
                   *step_timings(bench, args.eyes)]
     if "occluders" in parts:
-        occluder, occluder_sheet = occluder_rows(bench, sets, args.modes.split(","), args.eyes)
+        occluder, occluder_sheet = occluder_rows(bench, sets, args.modes.split(","), choices)
         save_sheet("naturalness_occluders", occluder_sheet)
         lines += [
             "",
@@ -578,7 +584,7 @@ def main() -> None:
     if "hair" in parts:
         long_hair = [FACE_API / f"{p}/{p}{i}.png" for p in ("penny", "bernadette", "amy") for i in (1, 2)]
         targets = [FACE_API / f"{p}/{p}1.png" for p in ("howard", "leonard", "raj", "sheldon")]
-        hair = hair_leak_rows(bench, long_hair, targets, args.eyes)
+        hair = hair_leak_rows(bench, long_hair, targets, choices)
         lines += [
             "",
             "### Hair leak (long-haired sources with a fringe onto short-haired targets)",

@@ -71,14 +71,14 @@ def _histogram_luts(face_lab: np.ndarray, target_lab: np.ndarray, weight: np.nda
 
 def match_colour(face: np.ndarray, target: np.ndarray, mask: np.ndarray, face_skin: np.ndarray | None = None,
                  target_skin: np.ndarray | None = None, smooth_luts: LutSmoother | None = None,
-                 normals: ShapeNormals | None = None) -> np.ndarray:
+                 normals: ShapeNormals | None = None, robust: bool = True) -> np.ndarray:
     """The face's colours and lighting moved to the target's inside ``mask`` (both uint8 RGB crops).
 
     Histogram matching per channel in Lab (perceptual: lightness apart from colour) fixes skin tone and contrast,
     applied as lookup tables on OpenCV's 8-bit Lab; then the light: with the faces' 3-D ``normals``,
     :func:`relight_sh` lights the source's shape by the target's light; without, :func:`relight` gives the face the
     target's shading. Both read each photo's own bare skin (``face_skin``/``target_skin``; the eroded mask when not
-    given).
+    given); ``robust``: each photo's skin far from its own shading is not light (:func:`relight`).
     """
     # the inner face: skin and features in both photos, without the hair and background near the mask's edge
     inner = cv2.erode((mask > 0.5).astype(np.uint8), np.ones((3, 3), np.uint8), iterations=max(1, face.shape[0] // 40))
@@ -102,7 +102,7 @@ def match_colour(face: np.ndarray, target: np.ndarray, mask: np.ndarray, face_sk
     # the source skin's colour before the matching: how far its features' colour may stand from the skin's
     source_chroma = skin_chroma(face_lab[::2, ::2][face_skin[::2, ::2] > 0.5]) if face_skin[::2, ::2].max() > 0.5 \
         else None
-    return relight(matched, target_lab, face_skin, target_skin, face_width, source_chroma)
+    return relight(matched, target_lab, face_skin, target_skin, face_width, source_chroma, robust)
 
 
 def multiband_blend(foreground: np.ndarray, background: np.ndarray, alpha: np.ndarray,

@@ -81,10 +81,12 @@ class FusionOptions(Options):
         "smaller face gets a crop at the photo's own resolution); work grows with its square, so the service takes "
         "it from its operator, not from requests",
         scope=Scope.OPERATOR, ge=128, le=1024)
-    light: Literal["shading", "shape"] = option(
-        "shading", "Light", "shading: the target's own shading moved onto the new face (fewest blotches); shape: the "
-        "target's light fitted on the 3-D face and applied to the source's shape (keeps the source's nose and "
-        "cheekbone shading, fewer streaks on side-lit photos, more blotches; mesh engine)")
+    light: Literal["shading", "full", "shape"] = option(
+        "shading", "Light", "shading: the target's own shading moved onto the new face, the source's deepest skin "
+        "shading (eye sockets, folds) kept as part of its likeness; full: the target's shading on every skin pixel "
+        "(fewest blotches and smears, a less recognisable face); shape: the target's light fitted on the 3-D face "
+        "and applied to the source's shape (keeps the source's nose and cheekbone shading, fewer streaks on side-lit "
+        "photos, more blotches; mesh engine)")
     makeup: Literal["target", "source"] = option(
         "target", "Make-up", "target: the source's lipstick and eye shadow toned to the target's own lips and eyelids, "
         "and a coloured light's cast on its brows to the target's brows (make-up and light are colour, not identity); source: "

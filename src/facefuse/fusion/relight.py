@@ -8,8 +8,11 @@ identity goes with them (about 58 % of identities survive). What we do instead:
 - shading is estimated on **skin only** (normalised convolution: a Gaussian average over pixels with weight 1 on
   skin, 0 on brows, eyes, lips, nostrils, hair and occluders), so features never count as light or shadow;
 - each photo's estimate uses its own valid skin (the target's glasses or fringe, the source's hair, are excluded
-  by the segmentation masks or, without them, by a robust second pass that discards pixels far from the first
-  estimate), and the gap under a feature is filled from the skin around it;
+  by the segmentation masks), and the gap under a feature is filled from the skin around it;
+- a robust second pass sets aside, in each photo, skin far from that photo's first estimate (deep eye sockets,
+  folds, a stray strand): the source's stay as its detail, the target's do not come along; that is worth 2–8
+  points of identity and costs most of the blotches that remain, and ``light="full"`` leaves it out
+  (:func:`relight`);
 - the new face takes ``face - shade(face) + shade(target)`` in Lab, for lightness and colour, at a scale of about
   6 % of the face width: shading broader than a nostril follows the target, detail finer than that (pores,
   wrinkles, the features' own contrast) stays the source's;
@@ -105,13 +108,19 @@ def chroma_detail_gain(face_ab: np.ndarray, target_ab: np.ndarray, face_skin: np
 
 
 def relight(face_lab: np.ndarray, target_lab: np.ndarray, face_skin: np.ndarray, target_skin: np.ndarray,
-            face_width: float, source_chroma: float | None = None) -> np.ndarray:
+            face_width: float, source_chroma: float | None = None, robust: bool = True) -> np.ndarray:
     """``face_lab`` (OpenCV's 8-bit Lab, already in the target's geometry) with its shading replaced by the
     target's; returned as uint8 RGB. ``source_chroma``: the source skin's chroma before any colour matching
-    (:func:`skin_chroma`), which scales the features' colour (:func:`feature_chroma_scale`; None: kept whole)."""
+    (:func:`skin_chroma`), which scales the features' colour (:func:`feature_chroma_scale`; None: kept whole).
+
+    ``robust`` (:func:`skin_shading`'s second pass, in both photos): skin far from its photo's own shading — the
+    source's deep eye sockets and folds, the target's — is detail, not light, so the source keeps its own and the
+    target's do not come along. Measured on every shared set (BENCHMARKS.md, "without the relight's robust pass"):
+    it is worth 2–8 points of identity top-1, and costs most of the blotches and smears that remain (face-api-js
+    cross-person pairs 1.48 → 3.67 %, self-swaps 0.36 → 1.15 %): ``light="full"`` leaves it out."""
     face, target = face_lab.astype(np.float32), target_lab.astype(np.float32)
     sigma = SHADING_SIGMA_FRACTION * face_width
-    theirs, own = skin_shading(target, target_skin, sigma), skin_shading(face, face_skin, sigma)
+    theirs, own = skin_shading(target, target_skin, sigma, robust), skin_shading(face, face_skin, sigma, robust)
     detail = face - own
     # texture is albedo × light: in the target's shadow the source's pores, wrinkles and grain are as dark as the
     # light, not as contrasted as they were in the source's light (a side-lit face's shadowed half came out grainy
