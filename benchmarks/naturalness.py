@@ -517,7 +517,8 @@ def main() -> None:
     parser.add_argument("--modes", default="auto,off", help="segmentation modes to measure")
     parser.add_argument("--eyes", default="auto", choices=get_args(FusionOptions.model_fields["eyes"].annotation),
                         help="whose eyes the fusions show (FusionOptions.eyes)")
-    parser.add_argument("--light", default="shading", choices=get_args(FusionOptions.model_fields["light"].annotation),
+    parser.add_argument("--light", default=FusionOptions.model_fields["light"].default,
+                        choices=get_args(FusionOptions.model_fields["light"].annotation),
                         help="how the target's light is moved (FusionOptions.light); the timings part measures "
                              "shading and shape whatever is chosen here")
     parser.add_argument("--parts", default="table,timings,occluders,hair,yaw",

@@ -42,9 +42,9 @@ from facefuse.pipeline import Fuser, FuserConfig
 faces, pairs, clip, out, four_k = Path(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 fuser, found = Fuser(FuserConfig(analysis_cache_mb=0)), {}
 for i, (source, target) in enumerate(pairs):
-    lights = ("shading", "shape") if i < 2 else ("shading",)
-    for light in lights:
-        found[f"photo {i + 1}, light={light}"] = fuser.fuse(faces / source, faces / target, FusionOptions(light=light)).image
+    # each tree's default light, and for the first two pairs the shape light too
+    for label, options in [("defaults", FusionOptions()), ("light=shape", FusionOptions(light="shape"))][:2 if i < 2 else 1]:
+        found[f"photo {i + 1}, {label}"] = fuser.fuse(faces / source, faces / target, options).image
 found["photo 1, 4K target"] = fuser.fuse(faces / pairs[0][0], Path(four_k), FusionOptions()).image
 prepared, capture = fuser.prepare(faces / pairs[0][0], FusionOptions()), cv2.VideoCapture(clip)
 for k in range(6):
