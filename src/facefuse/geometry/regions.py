@@ -17,6 +17,11 @@ LEFT_BROW = np.array([276, 283, 282, 295, 285, 300, 293, 334, 296, 336])
 FEATURE_GROWTH = 0.04  # of the face width: how far lashes, eye shadow and lip edges reach beyond the features' points
 
 MOUTH_GROUP = np.union1d(LIPS_OUTER, LIPS_INNER)
+# the face oval below the nose tip on a level face, from below one ear round the chin to below the other: the jaw
+# line, which an open mouth or a smile moves
+JAW_LINE = FACE_OVAL[10:27]
+# the 468 points whose layout a change of expression leaves nearly alone: all but the lips and the jaw line
+RIGID_POINTS = np.setdiff1d(np.arange(468), np.union1d(MOUTH_GROUP, JAW_LINE))
 # Points whose layout is identity rather than expression: eye corners, brows, nose bridge, tip and wings.
 IDENTITY_POINTS = np.concatenate([[33, 133, 362, 263], RIGHT_BROW, LEFT_BROW,
                                   [168, 6, 197, 195, 5, 4, 1, 19, 94, 98, 327, 48, 278, 64, 294]])
